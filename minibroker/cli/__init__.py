@@ -1,0 +1,1 @@
+"""The `minibroker` command line."""

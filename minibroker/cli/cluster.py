@@ -1,0 +1,146 @@
+"""`minibroker cluster ...`: run and poke a process-mode cluster."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from minibroker import localcluster
+from minibroker.cli.locate import add_dir_argument, cluster_dir
+from minibroker.runtime.settings import PROFILES, Settings
+
+ACTIONS = ("kill", "stop", "pause", "resume", "restart")
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("cluster", help="run a local cluster of real processes")
+    csub = p.add_subparsers(dest="cluster_command", required=True)
+
+    up = csub.add_parser("up", help="start ZooKeeper, brokers and controllers; wait until ready")
+    up.add_argument("--brokers", type=int, default=3)
+    up.add_argument("--controllers", type=int, default=2)
+    up.add_argument("--profile", choices=sorted(PROFILES), default="demo")
+    up.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE")
+    up.add_argument("--zk-port", type=int, default=None, help="pin ZooKeeper's port")
+    up.add_argument(
+        "--broker-port-base", type=int, default=None, help="broker N listens on BASE+N-1"
+    )
+    up.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for readiness")
+    add_dir_argument(up)
+    up.set_defaults(func=cmd_up)
+
+    st = csub.add_parser("status", help="processes, the active controller, registered brokers")
+    st.add_argument("--json", action="store_true")
+    add_dir_argument(st)
+    st.set_defaults(func=cmd_status)
+
+    dn = csub.add_parser("down", help="stop every process of the cluster")
+    add_dir_argument(dn)
+    dn.set_defaults(func=cmd_down)
+
+    helps = {
+        "kill": "SIGKILL a process (hard failure: its ZooKeeper session must expire)",
+        "stop": "SIGTERM a process (clean shutdown)",
+        "pause": "SIGSTOP a process (a stall: it keeps its sockets but does nothing)",
+        "resume": "SIGCONT a paused process",
+        "restart": "stop a process if it runs, then start it again with the same settings",
+    }
+    for action in ACTIONS:
+        a = csub.add_parser(action, help=helps[action])
+        a.add_argument("name", help="process name, e.g. broker-2, controller-1, zookeeper")
+        add_dir_argument(a)
+        a.set_defaults(func=cmd_action, action=action)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    d = cluster_dir(args)
+    settings = Settings.load(profile=args.profile, overrides=args.overrides)
+    print(settings.profile_summary())
+    started = time.monotonic()
+    state = localcluster.up(
+        d,
+        brokers=args.brokers,
+        controllers=args.controllers,
+        overrides=args.overrides,
+        profile=args.profile,
+        zk_port=args.zk_port,
+        broker_port_base=args.broker_port_base,
+        ready_timeout_s=args.timeout,
+    )
+    took = time.monotonic() - started
+    print(f"cluster ready in {took:.1f} s: {len(state.by_role('broker'))} brokers, "
+          f"{len(state.by_role('controller'))} controllers, ZooKeeper {state.zk_connect}")
+    print(f"state file: {d / localcluster.STATE_FILE}")
+    return 0
+
+
+def render_status(st: localcluster.ClusterStatus) -> str:
+    state = st.state
+    lines = [f"cluster {state.dir}  zookeeper {state.zk_connect}  profile {state.profile}"]
+    header = f"{'NAME':<14}{'ROLE':<12}{'ID':>4}  {'PID':>7}  {'ADDRESS':<17}{'STATE':<9}NOTE"
+    lines.append(header)
+    for p in state.processes:
+        note = ""
+        if p.role == "broker" and p.id is not None:
+            epoch = st.registered.get(p.id)
+            note = f"registered (broker epoch {epoch})" if epoch is not None else "not registered"
+        elif p.role == "controller":
+            note = "active" if p.id == st.controller_id else "standby"
+        if st.process_states[p.name] == "dead" or (
+            not st.zk_reachable and p.role != "zookeeper"
+        ):
+            note = ""
+        pid = str(p.pid)
+        ident = "-" if p.id is None else str(p.id)
+        lines.append(
+            f"{p.name:<14}{p.role:<12}{ident:>4}  {pid:>7}  {p.address:<17}"
+            f"{st.process_states[p.name]:<9}{note}"
+        )
+    if st.zk_reachable:
+        ctrl = (
+            f"{st.controller_name or '?'} (id {st.controller_id}), "
+            f"controller epoch {st.controller_epoch}"
+            if st.controller_id is not None
+            else "none elected"
+        )
+        lines.append(f"controller: {ctrl}")
+        regs = ", ".join(str(b) for b in sorted(st.registered)) or "none"
+        lines.append(f"brokers registered in ZooKeeper: {regs}")
+    else:
+        lines.append("ZooKeeper is not reachable: controller and registrations unknown")
+    return "\n".join(lines)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    state = localcluster.ClusterState.load(cluster_dir(args))
+    st = localcluster.status(state)
+    if args.json:
+        print(json.dumps(st.to_json(), indent=2))
+    else:
+        print(render_status(st))
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    state = localcluster.ClusterState.load(cluster_dir(args))
+    killed = localcluster.down(state)
+    left = [p.name for p in state.processes if localcluster.is_alive(p)]
+    if killed:
+        print(f"had to SIGKILL: {', '.join(killed)}")
+    if left:
+        print(f"still running: {', '.join(left)}")
+        return 1
+    print(f"cluster in {state.dir} is down; no process left")
+    return 0
+
+
+def cmd_action(args: argparse.Namespace) -> int:
+    state = localcluster.ClusterState.load(cluster_dir(args))
+    if args.action == "restart":
+        info = localcluster.restart(state, args.name)
+        print(f"{info.name} restarted (pid {info.pid})")
+    else:
+        info = localcluster.send(state, args.name, args.action)
+        print(f"{args.action}: {info.name} (pid {info.pid})")
+    return 0

@@ -1,0 +1,38 @@
+"""`minibroker`: the command line. Subcommands live one module each in this package."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from minibroker.cli import cluster, demo, zk
+from minibroker.localcluster import ClusterError
+from minibroker.runtime.settings import ConfigError
+from minibroker.runtime.zk_server import ZooKeeperNotFound
+from minibroker.runtime.zk_store import ZkError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="minibroker",
+        description="Kafka's ZooKeeper-era replication, runnable and observable.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    cluster.add_parser(sub)
+    zk.add_parser(sub)
+    demo.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except (ClusterError, ConfigError, ZooKeeperNotFound, ZkError) as exc:
+        print(f"minibroker: {exc}", file=sys.stderr)
+        return 1
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

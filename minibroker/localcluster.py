@@ -1,0 +1,511 @@
+"""Process-mode cluster: a real ZooKeeper, N brokers and M controllers as local processes.
+
+`up` starts them detached (own session, output to one log file each), waits until every broker
+is registered and a controller is elected, and writes `cluster.json` in the cluster dir; every
+other command reads that state file. Processes are only ever signalled by the PID recorded
+there, and only after checking that the PID still runs the command we started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from minibroker.core.zk_layout import BrokerIdsZNode, BrokerIdZNode
+from minibroker.runtime import zk_server
+from minibroker.runtime.settings import Settings
+from minibroker.runtime.zk_store import ZkError, ZkNoNode, ZkStore
+
+STATE_FILE = "cluster.json"
+DEFAULT_DIR = ".minibroker"
+# Controller ids are their own id space, written as /controller's "brokerid" (design §1).
+CONTROLLER_ID_BASE = 100
+HOST = "127.0.0.1"
+
+
+class ClusterError(RuntimeError):
+    """A cluster command cannot be carried out; the message says why and what to do."""
+
+
+@dataclass
+class ProcessInfo:
+    name: str
+    role: str  # "zookeeper" | "broker" | "controller"
+    id: int | None
+    host: str
+    port: int
+    data_dir: str
+    log_file: str
+    cmd: list[str]
+    pid: int = -1
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass
+class ClusterState:
+    dir: str
+    zk_connect: str
+    profile: str
+    overrides: list[str] = field(default_factory=list)
+    processes: list[ProcessInfo] = field(default_factory=list)
+
+    def save(self) -> None:
+        path = Path(self.dir) / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, cluster_dir: Path) -> ClusterState:
+        path = cluster_dir / STATE_FILE
+        try:
+            raw = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ClusterError(
+                f"no cluster in {cluster_dir} (no {STATE_FILE}); start one with "
+                f"`minibroker cluster up --dir {cluster_dir}`"
+            ) from None
+        procs = [ProcessInfo(**p) for p in raw.pop("processes")]
+        return cls(processes=procs, **raw)
+
+    def process(self, name: str) -> ProcessInfo:
+        for p in self.processes:
+            if p.name == name:
+                return p
+        names = ", ".join(p.name for p in self.processes)
+        raise ClusterError(f"no process named {name!r} in this cluster (have: {names})")
+
+    def by_role(self, role: str) -> list[ProcessInfo]:
+        return [p for p in self.processes if p.role == role]
+
+
+# ---- process liveness, by PID and command line ----------------------------------------------
+
+
+def _proc_state(pid: int) -> str | None:
+    """The kernel's one-letter state of a process, or None if there is none."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def _reap(pid: int) -> None:
+    # Collect our own exited children so they do not linger as zombies.
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def _runs_our_command(info: ProcessInfo) -> bool:
+    try:
+        cmdline = Path(f"/proc/{info.pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return cmdline.rstrip(b"\0").split(b"\0") == [c.encode() for c in info.cmd]
+
+
+def process_state(info: ProcessInfo) -> str:
+    """"running", "paused", or "dead" (exited, a zombie, or the PID now runs something else)."""
+    if info.pid <= 0:
+        return "dead"
+    _reap(info.pid)
+    state = _proc_state(info.pid)
+    if state is None or state in ("Z", "X") or not _runs_our_command(info):
+        return "dead"
+    return "paused" if state in ("T", "t") else "running"
+
+
+def is_alive(info: ProcessInfo) -> bool:
+    return process_state(info) != "dead"
+
+
+def _signal(info: ProcessInfo, sig: signal.Signals) -> bool:
+    """Send `sig` to the process if it is still ours; whether it was sent."""
+    if not is_alive(info):
+        return False
+    try:
+        os.kill(info.pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _wait_dead(infos: Sequence[ProcessInfo], timeout_s: float) -> list[ProcessInfo]:
+    deadline = time.monotonic() + timeout_s
+    alive = [p for p in infos if is_alive(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [p for p in alive if is_alive(p)]
+    return alive
+
+
+# ---- starting processes ---------------------------------------------------------------------
+
+
+def _free_ports(count: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind((HOST, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def _launch(info: ProcessInfo) -> None:
+    Path(info.log_file).parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.pop("MINIBROKER_PROFILE", None)
+    with open(info.log_file, "ab") as log:
+        proc = subprocess.Popen(
+            info.cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=info.data_dir,
+            env=env,
+            start_new_session=True,  # survives the CLI; never gets the terminal's Ctrl-C
+        )
+    info.pid = proc.pid
+
+
+def log_tail(info: ProcessInfo, lines: int = 15) -> str:
+    try:
+        text = Path(info.log_file).read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _program_cmd(program: str, info_args: list[str], state: ClusterState) -> list[str]:
+    cmd = [sys.executable, "-m", program, *info_args, "--zk", state.zk_connect]
+    cmd += ["--profile", state.profile]
+    for o in state.overrides:
+        cmd += ["--set", o]
+    return cmd
+
+
+def plan(
+    cluster_dir: Path,
+    *,
+    brokers: int,
+    controllers: int,
+    overrides: Sequence[str],
+    profile: str,
+    zk_port: int | None,
+    broker_port_base: int | None,
+) -> ClusterState:
+    """The processes of a cluster, their ports, dirs and command lines (nothing started)."""
+    if brokers < 1 or controllers < 1:
+        raise ClusterError("a cluster needs at least one broker and one controller")
+    if brokers >= CONTROLLER_ID_BASE:
+        raise ClusterError(f"at most {CONTROLLER_ID_BASE - 1} brokers (controller ids start at 101)")
+    Settings.load(profile=profile, overrides=overrides)  # validate before starting anything
+    d = cluster_dir.resolve()
+    free = iter(_free_ports(1 + brokers + controllers))
+    zk_port = zk_port or next(free)
+    state = ClusterState(dir=str(d), zk_connect=f"{HOST}:{zk_port}", profile=profile)
+    state.overrides = list(overrides)
+    install = zk_server.find_zookeeper()
+    zk_dir = d / "zookeeper"
+    zk_cfg = zk_dir / "zoo.cfg"
+    state.processes.append(
+        ProcessInfo(
+            name="zookeeper",
+            role="zookeeper",
+            id=None,
+            host=HOST,
+            port=zk_port,
+            data_dir=str(zk_dir),
+            log_file=str(d / "logs" / "zookeeper.log"),
+            cmd=zk_server.command(install, zk_cfg, d / "logs"),
+        )
+    )
+    for n in range(1, brokers + 1):
+        port = broker_port_base + n - 1 if broker_port_base else next(free)
+        bdir = d / f"broker-{n}"
+        args = ["--id", str(n), "--host", HOST, "--port", str(port)]
+        args += ["--log-dir", str(bdir / "data")]
+        state.processes.append(
+            ProcessInfo(
+                name=f"broker-{n}",
+                role="broker",
+                id=n,
+                host=HOST,
+                port=port,
+                data_dir=str(bdir),
+                log_file=str(d / "logs" / f"broker-{n}.log"),
+                cmd=_program_cmd("broker", args, state),
+            )
+        )
+    for n in range(1, controllers + 1):
+        port = next(free)
+        cid = CONTROLLER_ID_BASE + n
+        cdir = d / f"controller-{n}"
+        args = ["--id", str(cid), "--host", HOST, "--port", str(port)]
+        state.processes.append(
+            ProcessInfo(
+                name=f"controller-{n}",
+                role="controller",
+                id=cid,
+                host=HOST,
+                port=port,
+                data_dir=str(cdir),
+                log_file=str(d / "logs" / f"controller-{n}.log"),
+                cmd=_program_cmd("controller", args, state),
+            )
+        )
+    return state
+
+
+def _prepare_dir(cluster_dir: Path) -> None:
+    """Make `cluster_dir` empty and ours, refusing to touch a running cluster or foreign files."""
+    state_path = cluster_dir / STATE_FILE
+    if state_path.exists():
+        old = ClusterState.load(cluster_dir)
+        running = [p.name for p in old.processes if is_alive(p)]
+        if running:
+            raise ClusterError(
+                f"a cluster is already running in {cluster_dir} ({', '.join(running)}); "
+                f"`minibroker cluster down --dir {cluster_dir}` first"
+            )
+        shutil.rmtree(cluster_dir)
+    elif cluster_dir.exists() and any(cluster_dir.iterdir()):
+        raise ClusterError(f"{cluster_dir} is not empty and holds no {STATE_FILE}; choose --dir")
+    cluster_dir.mkdir(parents=True, exist_ok=True)
+
+
+def up(
+    cluster_dir: Path,
+    *,
+    brokers: int = 3,
+    controllers: int = 2,
+    overrides: Sequence[str] = (),
+    profile: str = "demo",
+    zk_port: int | None = None,
+    broker_port_base: int | None = None,
+    ready_timeout_s: float = 30.0,
+) -> ClusterState:
+    """Start a fresh cluster and wait until it is ready (see module docstring)."""
+    _prepare_dir(cluster_dir)
+    state = plan(
+        cluster_dir,
+        brokers=brokers,
+        controllers=controllers,
+        overrides=overrides,
+        profile=profile,
+        zk_port=zk_port,
+        broker_port_base=broker_port_base,
+    )
+    busy = [p.address for p in state.processes if not _port_free(p.port)]
+    if busy:
+        raise ClusterError(f"ports already in use: {', '.join(busy)}")
+    zk = state.processes[0]
+    zk_server.write_config(Path(zk.data_dir), zk.port, HOST)
+    try:
+        for p in state.processes:
+            Path(p.data_dir).mkdir(parents=True, exist_ok=True)
+            _launch(p)
+            state.save()  # every PID on disk at once, so `down` can always clean up
+            if p.role == "zookeeper":
+                _wait_zookeeper(p, ready_timeout_s)
+        wait_ready(state, ready_timeout_s)
+    except BaseException:
+        down(state)
+        raise
+    return state
+
+
+def _wait_zookeeper(zk: ProcessInfo, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        answer = zk_server.four_letter(zk.host, zk.port)
+        if answer and "Mode:" in answer:
+            return
+        if not is_alive(zk):
+            raise ClusterError(f"ZooKeeper exited during start-up:\n{log_tail(zk)}")
+        time.sleep(0.1)
+    raise ClusterError(f"ZooKeeper not ready within {timeout_s} s:\n{log_tail(zk)}")
+
+
+@contextlib.contextmanager
+def zk_session(zk_connect: str, timeout_ms: int = 5000) -> Iterator[ZkStore]:
+    store = ZkStore(zk_connect, session_timeout_ms=timeout_ms, connection_timeout_ms=timeout_ms)
+    store.start()
+    try:
+        yield store
+    finally:
+        store.stop()
+
+
+def _children_or_empty(zk: ZkStore, path: str) -> list[str]:
+    try:
+        return zk.children(path)
+    except ZkNoNode:
+        return []
+
+
+def wait_ready(state: ClusterState, timeout_s: float) -> None:
+    """Wait until every broker is registered and a controller is elected."""
+    want = {p.id for p in state.by_role("broker")}
+    deadline = time.monotonic() + timeout_s
+    with zk_session(state.zk_connect) as zk:
+        while True:
+            for p in state.processes:
+                if not is_alive(p):
+                    raise ClusterError(f"{p.name} exited during start-up:\n{log_tail(p)}")
+            registered = {int(c) for c in _children_or_empty(zk, BrokerIdsZNode.path)}
+            if want <= registered and zk.read_controller() is not None:
+                return
+            if time.monotonic() > deadline:
+                missing = sorted(i for i in want - registered if i is not None)
+                raise ClusterError(
+                    f"cluster not ready within {timeout_s} s: brokers not registered {missing}, "
+                    f"controller elected: {zk.read_controller() is not None}"
+                )
+            time.sleep(0.05)
+
+
+# ---- the other commands ---------------------------------------------------------------------
+
+
+def down(state: ClusterState, timeout_s: float = 10.0) -> list[str]:
+    """Stop every process: programs first (SIGTERM), ZooKeeper last; SIGKILL what lingers.
+    Returns the names that had to be killed."""
+    programs = [p for p in state.processes if p.role != "zookeeper"]
+    zk = state.by_role("zookeeper")
+    killed = []
+    for group in (programs, zk):
+        for p in group:
+            _signal(p, signal.SIGCONT)  # a paused process cannot handle SIGTERM
+            _signal(p, signal.SIGTERM)
+        for p in _wait_dead(group, timeout_s):
+            _signal(p, signal.SIGKILL)
+            killed.append(p.name)
+        _wait_dead(group, 5.0)
+    return killed
+
+
+def send(state: ClusterState, name: str, action: str) -> ProcessInfo:
+    """kill (SIGKILL), stop (SIGTERM), pause (SIGSTOP) or resume (SIGCONT) one process."""
+    sigs = {
+        "kill": signal.SIGKILL,
+        "stop": signal.SIGTERM,
+        "pause": signal.SIGSTOP,
+        "resume": signal.SIGCONT,
+    }
+    info = state.process(name)
+    if action == "stop":
+        _signal(info, signal.SIGCONT)
+    if not _signal(info, sigs[action]):
+        raise ClusterError(f"{name} is not running (pid {info.pid})")
+    if action in ("kill", "stop") and _wait_dead([info], 10.0):
+        raise ClusterError(f"{name} (pid {info.pid}) did not exit after {action}")
+    return info
+
+
+def restart(state: ClusterState, name: str) -> ProcessInfo:
+    """Stop the process if it runs (SIGTERM), then start it again with the same command."""
+    info = state.process(name)
+    if is_alive(info):
+        send(state, name, "stop")
+    _launch(info)
+    state.save()
+    if info.role == "zookeeper":
+        _wait_zookeeper(info, 30.0)
+    return info
+
+
+@dataclass
+class ClusterStatus:
+    state: ClusterState
+    process_states: dict[str, str]
+    zk_reachable: bool
+    controller_id: int | None = None
+    controller_epoch: int | None = None
+    registered: dict[int, int] = field(default_factory=dict)  # broker id -> broker epoch
+
+    @property
+    def controller_name(self) -> str | None:
+        for p in self.state.by_role("controller"):
+            if p.id == self.controller_id:
+                return p.name
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dir": self.state.dir,
+            "zookeeper_connect": self.state.zk_connect,
+            "profile": self.state.profile,
+            "zookeeper_reachable": self.zk_reachable,
+            "controller": {
+                "id": self.controller_id,
+                "name": self.controller_name,
+                "epoch": self.controller_epoch,
+            },
+            "registered_brokers": {str(k): {"broker_epoch": v} for k, v in self.registered.items()},
+            "processes": [
+                {
+                    "name": p.name,
+                    "role": p.role,
+                    "id": p.id,
+                    "pid": p.pid,
+                    "address": p.address,
+                    "data_dir": p.data_dir,
+                    "log_file": p.log_file,
+                    "state": self.process_states[p.name],
+                    "alive": self.process_states[p.name] != "dead",
+                }
+                for p in self.state.processes
+            ],
+        }
+
+
+def status(state: ClusterState) -> ClusterStatus:
+    st = ClusterStatus(
+        state=state,
+        process_states={p.name: process_state(p) for p in state.processes},
+        zk_reachable=False,
+    )
+    if st.process_states.get("zookeeper") != "running":
+        return st
+    try:
+        with zk_session(state.zk_connect, timeout_ms=2000) as zk:
+            st.zk_reachable = True
+            st.controller_id = zk.read_controller()
+            epoch = zk.read_controller_epoch()
+            st.controller_epoch = epoch[0] if epoch else None
+            for child in _children_or_empty(zk, BrokerIdsZNode.path):
+                stat = zk.exists(BrokerIdZNode.path(int(child)))
+                if stat is not None:
+                    st.registered[int(child)] = stat.czxid
+    except ZkError:
+        st.zk_reachable = False
+    return st

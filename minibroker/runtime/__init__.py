@@ -1,0 +1,1 @@
+"""I/O adapters shared by the programs: clock, ZooKeeper store, settings, structured logs."""

@@ -1,0 +1,63 @@
+"""What every program's `__main__` shares: the common flags, settings, logging, signals."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from minibroker.runtime import logging as slog
+from minibroker.runtime.settings import PROFILES, ConfigError, Settings
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, help="a .properties or .toml file of settings")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set one property (Kafka's name), e.g. --set replica.lag.time.max.ms=5000",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        help="timing profile (default: $MINIBROKER_PROFILE or kafka)",
+    )
+    parser.add_argument("--zk", help="ZooKeeper connect string (zookeeper.connect)")
+
+
+def load_settings(args: argparse.Namespace, extra: Mapping[str, Any]) -> Settings:
+    """Settings from the common flags; exits with a one-line message on a bad value."""
+    flags = dict(extra)
+    if args.zk:
+        flags["zookeeper.connect"] = args.zk
+    try:
+        return Settings.load(
+            profile=args.profile,
+            config_file=args.config,
+            overrides=args.overrides,
+            extra=flags,
+        )
+    except ConfigError as exc:
+        raise SystemExit(f"configuration error: {exc}") from None
+
+
+def install_stop_signals(stop: asyncio.Event) -> None:
+    """SIGTERM and SIGINT ask the program to shut down cleanly."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+
+def log_startup(program: str, settings: Settings) -> None:
+    slog.event(
+        f"{program}_config",
+        profile=settings.profile,
+        summary=settings.profile_summary(),
+        zookeeper_connect=settings.str("zookeeper.connect"),
+    )
