@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.log_dir:
         extra["log.dirs"] = args.log_dir
     settings = load_settings(args, extra)
-    broker_id = settings.int("broker.id")
+    broker_id = settings.get_int("broker.id")
     if broker_id < 0:
         parser.error("a broker id is required: --id N or --set broker.id=N")
     slog.setup(f"broker-{broker_id}")

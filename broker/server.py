@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 import uuid
 from pathlib import Path
@@ -25,6 +26,7 @@ from minibroker.runtime import logging as slog
 from minibroker.runtime.clock import now_ms
 from minibroker.runtime.program import install_stop_signals, log_startup
 from minibroker.runtime.settings import Settings
+from minibroker.runtime.wire import error_to_wire
 from minibroker.runtime.zk_store import ZkError, ZkNodeExists, ZkStore
 
 BROKER_SERVICE = "minibroker.v1.Broker"
@@ -45,7 +47,7 @@ class BrokerState:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.broker_id = settings.int("broker.id")
+        self.broker_id = settings.get_int("broker.id")
         self.broker_epoch = NOT_REGISTERED
 
 
@@ -61,10 +63,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
     ) -> broker_pb2.DescribeBrokerResponse:
         s = self._state
         return broker_pb2.DescribeBrokerResponse(
-            error_code=ErrorCode.NONE,
+            error_code=error_to_wire(ErrorCode.NONE),
             broker_id=s.broker_id,
             broker_epoch=s.broker_epoch,
-            zookeeper_connect=s.settings.str("zookeeper.connect"),
+            zookeeper_connect=s.settings.get_str("zookeeper.connect"),
             profile=s.settings.profile,
             config=s.settings.as_strings(),
         )
@@ -75,10 +77,8 @@ def get_or_create_cluster_id(store: ZkStore) -> str:
     got = store.get_or_none(ClusterIdZNode.path)
     if got is None:
         new_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
-        try:
+        with contextlib.suppress(ZkNodeExists):
             store.create(ClusterIdZNode.path, ClusterIdZNode.encode(new_id), makepath=True)
-        except ZkNodeExists:
-            pass
         got = store.get(ClusterIdZNode.path)
     return ClusterIdZNode.decode(got[0])
 
@@ -86,7 +86,7 @@ def get_or_create_cluster_id(store: ZkStore) -> str:
 async def run_broker(settings: Settings) -> int:
     log_startup("broker", settings)
     state = BrokerState(settings)
-    listener_name, host, port = parse_listener(settings.str("listeners"))
+    listener_name, host, port = parse_listener(settings.get_str("listeners"))
 
     server = grpc.aio.server()
     health = HealthServicer()
@@ -100,10 +100,10 @@ async def run_broker(settings: Settings) -> int:
     await health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
     slog.event("broker_listening", host=host, port=bound_port)
 
-    advertised = settings.str("advertised.listeners") or f"{listener_name}://{host}:{bound_port}"
+    advertised = settings.get_str("advertised.listeners") or f"{listener_name}://{host}:{bound_port}"
     _, adv_host, adv_port = parse_listener(advertised)
     adv_port = adv_port or bound_port
-    rack = settings.str("broker.rack") or None
+    rack = settings.get_str("broker.rack") or None
 
     def registration() -> BrokerRegistration:
         return BrokerRegistration(
@@ -115,15 +115,17 @@ async def run_broker(settings: Settings) -> int:
 
     def on_epoch(epoch: int) -> None:
         state.broker_epoch = epoch
-        status = health_pb2.HealthCheckResponse.SERVING if epoch != NOT_REGISTERED else (
-            health_pb2.HealthCheckResponse.NOT_SERVING
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if epoch != NOT_REGISTERED
+            else (health_pb2.HealthCheckResponse.NOT_SERVING)
         )
         for service in ("", BROKER_SERVICE):
             asyncio.get_running_loop().create_task(health.set(service, status))
 
     store = ZkStore(
-        settings.str("zookeeper.connect"),
-        session_timeout_ms=settings.int("zookeeper.session.timeout.ms"),
+        settings.get_str("zookeeper.connect"),
+        session_timeout_ms=settings.get_int("zookeeper.session.timeout.ms"),
         connection_timeout_ms=settings.zk_connection_timeout_ms,
     )
     stop = asyncio.Event()
@@ -132,7 +134,7 @@ async def run_broker(settings: Settings) -> int:
         await asyncio.to_thread(store.start)
         cluster_id = await asyncio.to_thread(get_or_create_cluster_id, store)
         await asyncio.to_thread(
-            prepare_log_dir, Path(settings.str("log.dirs")), state.broker_id, cluster_id
+            prepare_log_dir, Path(settings.get_str("log.dirs")), state.broker_id, cluster_id
         )
         registrar = BrokerRegistrar(store, registration, on_epoch)
         await registrar.start()

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.host is not None or args.port is not None:
         extra["minibroker.controller.listener"] = f"{args.host or '127.0.0.1'}:{args.port or 0}"
     settings = load_settings(args, extra)
-    controller_id = settings.int("minibroker.controller.id")
+    controller_id = settings.get_int("minibroker.controller.id")
     if controller_id < 0:
         parser.error("a controller id is required: --id N")
     slog.setup(f"controller-{controller_id}")

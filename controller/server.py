@@ -26,8 +26,8 @@ CONTROL_SERVICE = "minibroker.v1.Control"
 
 async def run_controller(settings: Settings) -> int:
     log_startup("controller", settings)
-    controller_id = settings.int("minibroker.controller.id")
-    host, _, port = settings.str("minibroker.controller.listener").rpartition(":")
+    controller_id = settings.get_int("minibroker.controller.id")
+    host, _, port = settings.get_str("minibroker.controller.listener").rpartition(":")
 
     server = grpc.aio.server()
     health = HealthServicer()
@@ -49,8 +49,8 @@ async def run_controller(settings: Settings) -> int:
         await health.set(CONTROL_SERVICE, status)
 
     store = ZkStore(
-        settings.str("zookeeper.connect"),
-        session_timeout_ms=settings.int("zookeeper.session.timeout.ms"),
+        settings.get_str("zookeeper.connect"),
+        session_timeout_ms=settings.get_int("zookeeper.session.timeout.ms"),
         connection_timeout_ms=settings.zk_connection_timeout_ms,
     )
     stop = asyncio.Event()
@@ -69,8 +69,8 @@ async def run_controller(settings: Settings) -> int:
     done, _ = await asyncio.wait({loop_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
     if loop_task in done:
         # The event loop only ends by an unexpected error: report it and exit non-zero.
-        exc = loop_task.exception()
-        slog.event("controller_failed", logging.ERROR, error=repr(exc))
+        failure = loop_task.exception()
+        slog.event("controller_failed", logging.ERROR, error=repr(failure))
         stop_task.cancel()
         code = 1
     else:

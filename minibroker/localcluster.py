@@ -120,7 +120,7 @@ def _runs_our_command(info: ProcessInfo) -> bool:
 
 
 def process_state(info: ProcessInfo) -> str:
-    """"running", "paused", or "dead" (exited, a zombie, or the PID now runs something else)."""
+    """ "running", "paused", or "dead" (exited, a zombie, or the PID now runs something else)."""
     if info.pid <= 0:
         return "dead"
     _reap(info.pid)
@@ -226,7 +226,9 @@ def plan(
     if brokers < 1 or controllers < 1:
         raise ClusterError("a cluster needs at least one broker and one controller")
     if brokers >= CONTROLLER_ID_BASE:
-        raise ClusterError(f"at most {CONTROLLER_ID_BASE - 1} brokers (controller ids start at 101)")
+        raise ClusterError(
+            f"at most {CONTROLLER_ID_BASE - 1} brokers (controller ids start at 101)"
+        )
     Settings.load(profile=profile, overrides=overrides)  # validate before starting anything
     d = cluster_dir.resolve()
     free = iter(_free_ports(1 + brokers + controllers))

@@ -69,8 +69,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         ready_timeout_s=args.timeout,
     )
     took = time.monotonic() - started
-    print(f"cluster ready in {took:.1f} s: {len(state.by_role('broker'))} brokers, "
-          f"{len(state.by_role('controller'))} controllers, ZooKeeper {state.zk_connect}")
+    print(
+        f"cluster ready in {took:.1f} s: {len(state.by_role('broker'))} brokers, "
+        f"{len(state.by_role('controller'))} controllers, ZooKeeper {state.zk_connect}"
+    )
     print(f"state file: {d / localcluster.STATE_FILE}")
     return 0
 
@@ -87,9 +89,7 @@ def render_status(st: localcluster.ClusterStatus) -> str:
             note = f"registered (broker epoch {epoch})" if epoch is not None else "not registered"
         elif p.role == "controller":
             note = "active" if p.id == st.controller_id else "standby"
-        if st.process_states[p.name] == "dead" or (
-            not st.zk_reachable and p.role != "zookeeper"
-        ):
+        if st.process_states[p.name] == "dead" or (not st.zk_reachable and p.role != "zookeeper"):
             note = ""
         pid = str(p.pid)
         ident = "-" if p.id is None else str(p.id)

@@ -41,7 +41,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     d: Path = args.dir
     dir_args = ["--dir", str(d)]
-    session_ms = Settings.load(profile="demo").int("zookeeper.session.timeout.ms")
+    session_ms = Settings.load(profile="demo").get_int("zookeeper.session.timeout.ms")
     _step("Start ZooKeeper, 3 brokers and 2 controllers as real processes")
     _run(cli, ["cluster", "up", *dir_args])
     try:

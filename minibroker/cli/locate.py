@@ -29,9 +29,7 @@ def add_dir_argument(parser: argparse.ArgumentParser) -> None:
 
 def add_locate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zk", help="ZooKeeper connect string (or $MINIBROKER_ZK)")
-    parser.add_argument(
-        "--bootstrap", help="any broker's host:port (or $MINIBROKER_BOOTSTRAP)"
-    )
+    parser.add_argument("--bootstrap", help="any broker's host:port (or $MINIBROKER_BOOTSTRAP)")
     add_dir_argument(parser)
 
 

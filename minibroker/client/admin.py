@@ -8,6 +8,7 @@ import grpc
 
 from minibroker.core.errors import ErrorCode
 from minibroker.rpc import broker_pb2, broker_pb2_grpc
+from minibroker.runtime.wire import error_from_wire
 
 
 class BrokerUnreachable(RuntimeError):
@@ -30,9 +31,12 @@ def describe_broker(address: str, timeout_s: float = 5.0) -> BrokerDescription:
         try:
             resp = stub.DescribeBroker(broker_pb2.DescribeBrokerRequest(), timeout=timeout_s)
         except grpc.RpcError as exc:
-            raise BrokerUnreachable(f"broker {address}: {exc.code().name}: {exc.details()}") from None
-    if resp.error_code != ErrorCode.NONE:
-        raise BrokerUnreachable(f"broker {address} answered {ErrorCode(resp.error_code).name}")
+            raise BrokerUnreachable(
+                f"broker {address}: {exc.code().name}: {exc.details()}"
+            ) from None
+    error = error_from_wire(resp.error_code)
+    if error is not ErrorCode.NONE:
+        raise BrokerUnreachable(f"broker {address} answered {error.name}")
     return BrokerDescription(
         broker_id=resp.broker_id,
         broker_epoch=resp.broker_epoch,

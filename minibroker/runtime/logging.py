@@ -11,7 +11,6 @@ import logging
 import sys
 from typing import Any
 
-
 _PROC = "minibroker"
 
 
@@ -63,5 +62,3 @@ def parse_line(line: str) -> dict[str, Any] | None:
     except json.JSONDecodeError:
         return None
     return obj if isinstance(obj, dict) and "event" in obj else None
-
-

@@ -59,5 +59,5 @@ def log_startup(program: str, settings: Settings) -> None:
         f"{program}_config",
         profile=settings.profile,
         summary=settings.profile_summary(),
-        zookeeper_connect=settings.str("zookeeper.connect"),
+        zookeeper_connect=settings.get_str("zookeeper.connect"),
     )

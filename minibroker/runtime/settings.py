@@ -68,7 +68,12 @@ PROPERTIES: tuple[Property, ...] = (
     # the same defaults); here they are settable so tests need not wait 5-7.5 s (reference §3.2).
     _P("minibroker.isr.change.propagation.interval.ms", int, 2500, "isr-change check period"),
     _P("minibroker.isr.change.propagation.blackout.ms", int, 5000, "quiet time before propagating"),
-    _P("minibroker.isr.change.propagation.max.delay.ms", int, 60000, "propagate at least this often"),
+    _P(
+        "minibroker.isr.change.propagation.max.delay.ms",
+        int,
+        60000,
+        "propagate at least this often",
+    ),
     _P("minibroker.controller.id", int, -1, "this controller's id (controllers only)"),
     _P("minibroker.controller.listener", str, "127.0.0.1:0", "controller's gRPC host:port"),
     _P("minibroker.metrics.port", int, 0, "Prometheus metrics port; 0 = off"),
@@ -211,25 +216,25 @@ class Settings:
 
     def _validate(self) -> None:
         # KafkaConfig's own check (reference §3.7).
-        if self.int("replica.fetch.wait.max.ms") > self.int("replica.lag.time.max.ms"):
+        if self.get_int("replica.fetch.wait.max.ms") > self.get_int("replica.lag.time.max.ms"):
             raise ConfigError("replica.fetch.wait.max.ms must be <= replica.lag.time.max.ms")
-        if self.int("zookeeper.session.timeout.ms") <= 0:
+        if self.get_int("zookeeper.session.timeout.ms") <= 0:
             raise ConfigError("zookeeper.session.timeout.ms must be positive")
 
-    def int(self, name: str) -> int:
+    def get_int(self, name: str) -> int:
         value = self._values[_check_name(name).name]
         assert isinstance(value, int)
         return value
 
-    def str(self, name: str) -> str:
+    def get_str(self, name: str) -> str:
         return str(self._values[_check_name(name).name])
 
-    def bool(self, name: str) -> bool:
+    def get_bool(self, name: str) -> bool:
         return bool(self._values[_check_name(name).name])
 
     @property
     def zk_connection_timeout_ms(self) -> int:
-        return self.int("zookeeper.connection.timeout.ms") or self.int(
+        return self.get_int("zookeeper.connection.timeout.ms") or self.get_int(
             "zookeeper.session.timeout.ms"
         )
 

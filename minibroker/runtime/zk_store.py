@@ -7,6 +7,7 @@ kazoo's exceptions are mapped to the ZkError classes below, as kazoo maps server
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -227,7 +228,7 @@ class ZkStore:
         return created
 
     def set(self, path: str, data: bytes, version: int = -1) -> Stat:
-        """Set data; with `version` >= 0 only if the znode is at that version (else ZkBadVersion)."""
+        """Set data; with `version` >= 0 only if the znode is at that version, else ZkBadVersion."""
         return _stat(_call(self._client.set, path, data, version=version))
 
     def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
@@ -267,10 +268,8 @@ class ZkStore:
             if stat.ephemeral_owner == self.session_id:
                 return stat.czxid  # our own, from a multi retried after a connection loss
             if previous_session_id is not None and stat.ephemeral_owner == previous_session_id:
-                try:
+                with contextlib.suppress(ZkNoNode):
                     self.delete(path, version=stat.version)
-                except ZkNoNode:
-                    pass
                 continue
             raise BrokerIdAlreadyRegistered(
                 f"{path} is held by session {stat.ephemeral_owner:#x}, not ours"
@@ -291,10 +290,8 @@ class ZkStore:
         current = self.read_controller_epoch()
         if current is not None:
             return current
-        try:
+        with contextlib.suppress(ZkNodeExists):
             self.create(ControllerEpochZNode.path, ControllerEpochZNode.encode(0))
-        except ZkNodeExists:
-            pass
         current = self.read_controller_epoch()
         if current is None:
             raise ZkError("/controller_epoch vanished right after creation")

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Prepare a clone for the demo and the tests: .venv with the project (and its test tools)
+# installed, and a ZooKeeper server (Debian's `zookeeper` package). Idempotent: a second run
+# only checks, and takes about a second.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-python3}"
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "bootstrap: Python 3.11 or newer is needed; set PYTHON=/path/to/python3.11" >&2
+  exit 1
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "bootstrap: creating .venv"
+  "$PYTHON" -m venv .venv
+fi
+
+# Reinstall when pyproject.toml changed or the install is broken.
+stamp=.venv/.minibroker-installed
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] \
+   || ! .venv/bin/python -c 'import minibroker, grpc, kazoo, pytest' 2>/dev/null; then
+  echo "bootstrap: installing minibroker and its dependencies into .venv (first time: ~1 min)"
+  .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"
+  echo "$want" > "$stamp"
+fi
+
+zk_found() {
+  .venv/bin/python -c 'from minibroker.runtime.zk_server import find_zookeeper; find_zookeeper()' \
+    2>/dev/null
+}
+if ! zk_found; then
+  if command -v apt-get >/dev/null 2>&1; then
+    SUDO=""
+    if [ "$(id -u)" != 0 ]; then
+      if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+        SUDO="sudo -n"
+      else
+        echo "bootstrap: ZooKeeper is missing. Install it as root: apt-get install zookeeper" >&2
+        exit 1
+      fi
+    fi
+    echo "bootstrap: installing Debian's zookeeper package"
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null
+  fi
+  if ! zk_found; then
+    .venv/bin/python -c \
+      'from minibroker.runtime.zk_server import INSTALL_HINT; print("bootstrap:", INSTALL_HINT)' >&2
+    exit 1
+  fi
+fi
+echo "bootstrap: ready (.venv, ZooKeeper)"

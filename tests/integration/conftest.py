@@ -1,0 +1,89 @@
+"""Integration fixtures: real ZooKeeper and real broker/controller processes, started through
+the same `minibroker cluster` commands a user types, each test in its own dir on free ports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from minibroker import localcluster
+from minibroker.runtime.zk_store import ZkStore
+
+SESSION_TIMEOUT_MS = 2000
+
+
+def cli(*args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "minibroker.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(
+            f"minibroker {' '.join(args)} exited {result.returncode}:\n"
+            f"{result.stdout}\n{result.stderr}"
+        )
+    return result
+
+
+@dataclass
+class Cluster:
+    dir: Path
+    state: localcluster.ClusterState
+    zk: ZkStore
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return cli(*args, "--dir", str(self.dir), check=check)
+
+    def status(self) -> dict[str, Any]:
+        out: dict[str, Any] = json.loads(self.cli("cluster", "status", "--json").stdout)
+        return out
+
+    def reload(self) -> localcluster.ClusterState:
+        self.state = localcluster.ClusterState.load(self.dir)
+        return self.state
+
+    def log_events(self, name: str) -> list[dict[str, Any]]:
+        from minibroker.runtime.logging import parse_line
+
+        text = Path(self.reload().process(name).log_file).read_text()
+        return [e for e in map(parse_line, text.splitlines()) if e is not None]
+
+
+@pytest.fixture
+def c(tmp_path: Path) -> Iterator[Cluster]:
+    d = tmp_path / "cluster"
+    try:
+        cli(
+            "cluster",
+            "up",
+            "--dir",
+            str(d),
+            "--set",
+            f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
+        )
+        state = localcluster.ClusterState.load(d)
+        zk = ZkStore(state.zk_connect, session_timeout_ms=5000)
+        zk.start()
+        try:
+            yield Cluster(d, state, zk)
+        finally:
+            zk.stop()
+    finally:
+        if (d / localcluster.STATE_FILE).exists():
+            cli("cluster", "down", "--dir", str(d), check=False)
+            # Safety net: whatever is still ours by PID and command line gets SIGKILL.
+            state = localcluster.ClusterState.load(d)
+            localcluster.down(state, timeout_s=2)
+            left = [p.name for p in state.processes if localcluster.is_alive(p)]
+            assert not left, f"processes left behind: {left}"

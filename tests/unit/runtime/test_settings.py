@@ -1,0 +1,91 @@
+"""Kafka's property names and 2.6 defaults, profiles, files and --set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from minibroker.runtime.settings import ConfigError, Settings, parse_properties
+
+
+def load(**kw: object) -> Settings:
+    return Settings.load(environ={}, **kw)  # type: ignore[arg-type]
+
+
+def test_kafka_26_defaults() -> None:
+    s = load()
+    assert s.profile == "kafka"
+    assert s.get_int("replica.lag.time.max.ms") == 30000
+    assert s.get_int("zookeeper.session.timeout.ms") == 18000
+    assert s.get_int("replica.fetch.wait.max.ms") == 500
+    assert s.get_int("replica.fetch.backoff.ms") == 1000
+    assert s.get_int("min.insync.replicas") == 1
+    assert s.get_bool("unclean.leader.election.enable") is False
+    assert s.get_int("replica.high.watermark.checkpoint.interval.ms") == 5000
+    assert s.get_int("minibroker.isr.change.propagation.blackout.ms") == 5000
+    assert s.zk_connection_timeout_ms == 18000
+
+
+def test_demo_profile_makes_failover_seconds_and_says_so() -> None:
+    s = load(profile="demo")
+    assert s.get_int("zookeeper.session.timeout.ms") <= 5000
+    assert s.get_int("replica.lag.time.max.ms") <= 5000
+    assert s.profile_summary().startswith("timing profile: demo (")
+
+
+def test_profile_from_environment() -> None:
+    assert Settings.load(environ={"MINIBROKER_PROFILE": "demo"}).profile == "demo"
+
+
+def test_layers_file_then_set(tmp_path: Path) -> None:
+    f = tmp_path / "b.properties"
+    f.write_text("# comment\nreplica.lag.time.max.ms=12000\nmin.insync.replicas: 2\n")
+    s = load(profile="demo", config_file=f, overrides=["min.insync.replicas=3"])
+    assert s.get_int("replica.lag.time.max.ms") == 12000  # file beats profile
+    assert s.get_int("min.insync.replicas") == 3  # --set beats file
+
+
+def test_toml_dotted_and_quoted_keys(tmp_path: Path) -> None:
+    f = tmp_path / "b.toml"
+    f.write_text('replica.lag.time.max.ms = 9000\n"unclean.leader.election.enable" = true\n')
+    s = load(config_file=f)
+    assert s.get_int("replica.lag.time.max.ms") == 9000
+    assert s.get_bool("unclean.leader.election.enable") is True
+
+
+def test_zk_connect_from_environment_unless_set() -> None:
+    assert Settings.load(environ={"MINIBROKER_ZK": "h:1"}).get_str("zookeeper.connect") == "h:1"
+    s = Settings.load(environ={"MINIBROKER_ZK": "h:1"}, overrides=["zookeeper.connect=x:2"])
+    assert s.get_str("zookeeper.connect") == "x:2"
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("replica.lag.time.max.msec=1", "did you mean 'replica.lag.time.max.ms'"),
+        ("replica.lag.time.max.ms=soon", "expected an integer"),
+        ("unclean.leader.election.enable=maybe", "expected true or false"),
+        ("no-equals-sign", "expects name=value"),
+        ("replica.fetch.wait.max.ms=40000", "must be <= replica.lag.time.max.ms"),
+    ],
+)
+def test_bad_settings_are_clear_errors(override: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load(overrides=[override])
+
+
+def test_unknown_profile_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown profile"):
+        load(profile="fast")
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load(config_file=tmp_path / "missing.properties")
+
+
+def test_properties_parser_rejects_lines_without_value() -> None:
+    with pytest.raises(ConfigError, match="line 2"):
+        parse_properties("a=1\njust words\n")
+
+
+def test_as_strings_prints_booleans_like_kafka() -> None:
+    assert load().as_strings()["delete.topic.enable"] == "true"
