@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     broker_id = settings.get_int("broker.id")
     if broker_id < 0:
         parser.error("a broker id is required: --id N or --set broker.id=N")
-    slog.setup(f"broker-{broker_id}")
+    slog.setup(args.name or f"broker-{broker_id}")
     return asyncio.run(run_broker(settings))
 
 

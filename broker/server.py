@@ -20,11 +20,16 @@ from grpc_health.v1._async import HealthServicer
 from broker.metadata_dir import InconsistentBrokerId, prepare_log_dir
 from broker.registration import NOT_REGISTERED, BrokerRegistrar
 from minibroker.core.errors import ErrorCode
-from minibroker.core.zk_layout import BrokerRegistration, ClusterIdZNode
+from minibroker.core.zk_layout import (
+    BrokerRegistration,
+    ClusterIdZNode,
+    ZNodeFormatError,
+    parse_endpoint,
+)
 from minibroker.rpc import broker_pb2, broker_pb2_grpc
 from minibroker.runtime import logging as slog
 from minibroker.runtime.clock import now_ms
-from minibroker.runtime.program import install_stop_signals, log_startup
+from minibroker.runtime.program import install_stop_signals, log_startup, zk_store_for
 from minibroker.runtime.settings import Settings
 from minibroker.runtime.wire import error_to_wire
 from minibroker.runtime.zk_store import ZkError, ZkNodeExists, ZkStore
@@ -32,14 +37,12 @@ from minibroker.runtime.zk_store import ZkError, ZkNodeExists, ZkStore
 BROKER_SERVICE = "minibroker.v1.Broker"
 
 
-def parse_listener(listener: str) -> tuple[str, str, int]:
-    """("PLAINTEXT", host, port) from "PLAINTEXT://host:port" (first listener of a list)."""
-    first = listener.split(",")[0].strip()
-    name, sep, rest = first.partition("://")
-    host, _, port = rest.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ValueError(f"listener must look like PLAINTEXT://host:port, got {listener!r}")
-    return name, host.strip("[]"), int(port)
+def parse_listener(listeners: str) -> tuple[str, str, int]:
+    """(name, host, port) of the first of Kafka's comma-separated `listeners`."""
+    try:
+        return parse_endpoint(listeners.split(",")[0])
+    except ZNodeFormatError as exc:
+        raise ValueError(f"listeners: {exc}") from None
 
 
 class BrokerState:
@@ -100,7 +103,9 @@ async def run_broker(settings: Settings) -> int:
     await health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
     slog.event("broker_listening", host=host, port=bound_port)
 
-    advertised = settings.get_str("advertised.listeners") or f"{listener_name}://{host}:{bound_port}"
+    advertised = (
+        settings.get_str("advertised.listeners") or f"{listener_name}://{host}:{bound_port}"
+    )
     _, adv_host, adv_port = parse_listener(advertised)
     adv_port = adv_port or bound_port
     rack = settings.get_str("broker.rack") or None
@@ -123,11 +128,7 @@ async def run_broker(settings: Settings) -> int:
         for service in ("", BROKER_SERVICE):
             asyncio.get_running_loop().create_task(health.set(service, status))
 
-    store = ZkStore(
-        settings.get_str("zookeeper.connect"),
-        session_timeout_ms=settings.get_int("zookeeper.session.timeout.ms"),
-        connection_timeout_ms=settings.zk_connection_timeout_ms,
-    )
+    store = zk_store_for(settings)
     stop = asyncio.Event()
     install_stop_signals(stop)
     try:

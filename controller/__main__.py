@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     controller_id = settings.get_int("minibroker.controller.id")
     if controller_id < 0:
         parser.error("a controller id is required: --id N")
-    slog.setup(f"controller-{controller_id}")
+    slog.setup(args.name or f"controller-{controller_id}")
     return asyncio.run(run_controller(settings))
 
 

@@ -121,7 +121,12 @@ class ControllerEventLoop:
         if self.role is Role.STANDBY and should_try_election(current):
             await self._elect()
         elif self.role is Role.STANDBY and isinstance(event, Startup | Reconnected):
-            slog.event("controller_standby", controller_id=self.controller_id, active=current)
+            slog.event(
+                "controller_standby",
+                controller_id=self.controller_id,
+                active=current,
+                reason="controller_exists",
+            )
 
     async def _elect(self) -> None:
         epoch, epoch_zk_version = await asyncio.to_thread(self._store.ensure_controller_epoch)
@@ -139,10 +144,11 @@ class ControllerEventLoop:
             epoch_in_zk = now_epoch[0] if now_epoch else None
             if not attempt_was_ours(self.controller_id, attempted, current, epoch_in_zk):
                 slog.event(
-                    "controller_election_lost",
+                    "controller_standby",
                     controller_id=self.controller_id,
                     active=current,
                     epoch=epoch_in_zk,
+                    reason="lost_election",
                 )
                 return
             assert now_epoch is not None

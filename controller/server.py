@@ -17,9 +17,9 @@ from grpc_health.v1._async import HealthServicer
 from controller.event_loop import ControllerEventLoop
 from controller.logic.election import Role
 from minibroker.runtime import logging as slog
-from minibroker.runtime.program import install_stop_signals, log_startup
+from minibroker.runtime.program import install_stop_signals, log_startup, zk_store_for
 from minibroker.runtime.settings import Settings
-from minibroker.runtime.zk_store import ZkError, ZkStore
+from minibroker.runtime.zk_store import ZkError
 
 CONTROL_SERVICE = "minibroker.v1.Control"
 
@@ -48,11 +48,7 @@ async def run_controller(settings: Settings) -> int:
         )
         await health.set(CONTROL_SERVICE, status)
 
-    store = ZkStore(
-        settings.get_str("zookeeper.connect"),
-        session_timeout_ms=settings.get_int("zookeeper.session.timeout.ms"),
-        connection_timeout_ms=settings.zk_connection_timeout_ms,
-    )
+    store = zk_store_for(settings)
     stop = asyncio.Event()
     install_stop_signals(stop)
     try:

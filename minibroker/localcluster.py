@@ -204,8 +204,8 @@ def log_tail(info: ProcessInfo, lines: int = 15) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _program_cmd(program: str, info_args: list[str], state: ClusterState) -> list[str]:
-    cmd = [sys.executable, "-m", program, *info_args, "--zk", state.zk_connect]
+def _program_cmd(program: str, name: str, info_args: list[str], state: ClusterState) -> list[str]:
+    cmd = [sys.executable, "-m", program, "--name", name, *info_args, "--zk", state.zk_connect]
     cmd += ["--profile", state.profile]
     for o in state.overrides:
         cmd += ["--set", o]
@@ -250,40 +250,27 @@ def plan(
             cmd=zk_server.command(install, zk_cfg, d / "logs"),
         )
     )
+
+    def program(role: str, n: int, node_id: int, port: int, extra: list[str]) -> ProcessInfo:
+        name = f"{role}-{n}"
+        args = ["--id", str(node_id), "--host", HOST, "--port", str(port), *extra]
+        return ProcessInfo(
+            name=name,
+            role=role,
+            id=node_id,
+            host=HOST,
+            port=port,
+            data_dir=str(d / name),
+            log_file=str(d / "logs" / f"{name}.log"),
+            cmd=_program_cmd(role, name, args, state),
+        )
+
     for n in range(1, brokers + 1):
         port = broker_port_base + n - 1 if broker_port_base else next(free)
-        bdir = d / f"broker-{n}"
-        args = ["--id", str(n), "--host", HOST, "--port", str(port)]
-        args += ["--log-dir", str(bdir / "data")]
-        state.processes.append(
-            ProcessInfo(
-                name=f"broker-{n}",
-                role="broker",
-                id=n,
-                host=HOST,
-                port=port,
-                data_dir=str(bdir),
-                log_file=str(d / "logs" / f"broker-{n}.log"),
-                cmd=_program_cmd("broker", args, state),
-            )
-        )
+        log_dir = d / f"broker-{n}" / "data"
+        state.processes.append(program("broker", n, n, port, ["--log-dir", str(log_dir)]))
     for n in range(1, controllers + 1):
-        port = next(free)
-        cid = CONTROLLER_ID_BASE + n
-        cdir = d / f"controller-{n}"
-        args = ["--id", str(cid), "--host", HOST, "--port", str(port)]
-        state.processes.append(
-            ProcessInfo(
-                name=f"controller-{n}",
-                role="controller",
-                id=cid,
-                host=HOST,
-                port=port,
-                data_dir=str(cdir),
-                log_file=str(d / "logs" / f"controller-{n}.log"),
-                cmd=_program_cmd("controller", args, state),
-            )
-        )
+        state.processes.append(program("controller", n, CONTROLLER_ID_BASE + n, next(free), []))
     return state
 
 

@@ -84,6 +84,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
             )
             print(f"/brokers/ids/2 gone after {time.monotonic() - killed_at:.1f} s")
             _run(cli, ["zk", "tree", "--path", "/brokers/ids", *dir_args])
+        _step("What happened, from every process's structured log")
+        _run(
+            cli,
+            [
+                "events",
+                "--event",
+                "controller_elected",
+                "--event",
+                "controller_resigned",
+                "--event",
+                "controller_standby",
+                "--event",
+                "broker_registered",
+                *dir_args,
+            ],
+        )
     finally:
         _step("Stop everything")
         _run(cli, ["cluster", "down", *dir_args])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from minibroker.cli import cluster, demo, zk
+from minibroker.cli import cluster, demo, events, zk
 from minibroker.localcluster import ClusterError
 from minibroker.runtime.settings import ConfigError
 from minibroker.runtime.zk_server import ZooKeeperNotFound
@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     cluster.add_parser(sub)
     zk.add_parser(sub)
+    events.add_parser(sub)
     demo.add_parser(sub)
     return parser
 

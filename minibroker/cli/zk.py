@@ -27,7 +27,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
         out = [
             {
                 "path": n.path,
-                "data": describe(n.path, n.data),
+                "data": describe(n.data),
                 "version": n.stat.version,
                 "czxid": n.stat.czxid,
                 "ephemeral_owner": n.stat.ephemeral_owner,
@@ -37,7 +37,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
         return 0
     for n in nodes:
-        data = describe(n.path, n.data)
+        data = describe(n.data)
         suffix = "  [ephemeral]" if n.stat.ephemeral else ""
         print(f"{n.path}  {data}{suffix}".rstrip() if data or suffix else n.path)
     return 0

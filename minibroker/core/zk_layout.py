@@ -82,6 +82,15 @@ PERSISTENT_PATHS: tuple[str, ...] = (
 # ---- /brokers/ids/<id> (reference §1.3) -------------------------------------------------------
 
 
+def parse_endpoint(endpoint: str) -> tuple[str, str, int]:
+    """("PLAINTEXT", host, port) from "PLAINTEXT://host:port" (IPv6 hosts may be bracketed)."""
+    listener, sep, rest = endpoint.strip().partition("://")
+    host, _, port = rest.rpartition(":")
+    if not sep or not listener or not host or not port.isdigit():
+        raise ZNodeFormatError(f"endpoint must look like LISTENER://host:port, got {endpoint!r}")
+    return listener, host.strip("[]"), int(port)
+
+
 @dataclass(frozen=True)
 class BrokerRegistration:
     """A broker's registration JSON. `endpoints` are "<LISTENER>://<host>:<port>" strings."""
@@ -99,10 +108,9 @@ class BrokerRegistration:
     def endpoint(self, listener: str = "PLAINTEXT") -> tuple[str, int] | None:
         """(host, port) of the named listener's endpoint, if any."""
         for ep in self.endpoints:
-            name, _, rest = ep.partition("://")
+            name, host, port = parse_endpoint(ep)
             if name == listener:
-                host, _, port = rest.rpartition(":")
-                return host.strip("[]"), int(port)
+                return host, port
         return None
 
 
@@ -118,20 +126,13 @@ class BrokerIdZNode:
     @staticmethod
     def encode(reg: BrokerRegistration) -> bytes:
         # host/port: the first PLAINTEXT endpoint for old clients, else null/-1 (reference §1.3).
-        plaintext = next(
-            (
-                ep
-                for ep in reg.endpoints
-                if reg.listener_security_protocol_map.get(ep.partition("://")[0]) == "PLAINTEXT"
-            ),
-            None,
-        )
         host: str | None = None
         port = -1
-        if plaintext is not None:
-            rest = plaintext.partition("://")[2]
-            h, _, p = rest.rpartition(":")
-            host, port = h, int(p)
+        for ep in reg.endpoints:
+            listener, ep_host, ep_port = parse_endpoint(ep)
+            if reg.listener_security_protocol_map.get(listener) == "PLAINTEXT":
+                host, port = ep_host, ep_port
+                break
         obj: dict[str, Any] = {
             "listener_security_protocol_map": dict(reg.listener_security_protocol_map),
             "endpoints": list(reg.endpoints),
@@ -500,7 +501,7 @@ class ClusterIdZNode:
         return cid
 
 
-def describe(path: str, data: bytes | None) -> str:
+def describe(data: bytes | None) -> str:
     """A human-readable rendering of a znode's data for `minibroker zk tree`."""
     if data is None or data == b"":
         return ""

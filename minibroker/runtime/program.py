@@ -11,6 +11,7 @@ from typing import Any
 
 from minibroker.runtime import logging as slog
 from minibroker.runtime.settings import PROFILES, ConfigError, Settings
+from minibroker.runtime.zk_store import ZkStore
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +30,7 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
         help="timing profile (default: $MINIBROKER_PROFILE or kafka)",
     )
     parser.add_argument("--zk", help="ZooKeeper connect string (zookeeper.connect)")
+    parser.add_argument("--name", help="process name in log lines (default: <program>-<id>)")
 
 
 def load_settings(args: argparse.Namespace, extra: Mapping[str, Any]) -> Settings:
@@ -52,6 +54,15 @@ def install_stop_signals(stop: asyncio.Event) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+
+
+def zk_store_for(settings: Settings) -> ZkStore:
+    """The process's ZooKeeper session, configured by Kafka's zookeeper.* properties."""
+    return ZkStore(
+        settings.get_str("zookeeper.connect"),
+        session_timeout_ms=settings.get_int("zookeeper.session.timeout.ms"),
+        connection_timeout_ms=settings.zk_connection_timeout_ms,
+    )
 
 
 def log_startup(program: str, settings: Settings) -> None:

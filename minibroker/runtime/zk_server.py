@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,15 +106,3 @@ def four_letter(host: str, port: int, word: str = "srvr", timeout_s: float = 1.0
             return b"".join(chunks).decode("utf-8", errors="replace")
     except OSError:
         return None
-
-
-def wait_ready(host: str, port: int, timeout_s: float, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        answer = four_letter(host, port)
-        if answer and "Mode:" in answer:
-            return
-        if proc.poll() is not None:
-            raise RuntimeError(f"ZooKeeper exited with code {proc.returncode} during start-up")
-        time.sleep(0.1)
-    raise TimeoutError(f"ZooKeeper on {host}:{port} not ready within {timeout_s} s")

@@ -3,6 +3,7 @@ the same `minibroker cluster` commands a user types, each test in its own dir on
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -60,30 +61,28 @@ class Cluster:
         return [e for e in map(parse_line, text.splitlines()) if e is not None]
 
 
+@contextlib.contextmanager
+def running_cluster(d: Path, *up_args: str) -> Iterator[localcluster.ClusterState]:
+    """`cluster up` in `d`; on exit `cluster down`, then SIGKILL anything of ours still alive."""
+    try:
+        cli("cluster", "up", "--dir", str(d), *up_args)
+        yield localcluster.ClusterState.load(d)
+    finally:
+        if (d / localcluster.STATE_FILE).exists():
+            cli("cluster", "down", "--dir", str(d), check=False)
+            state = localcluster.ClusterState.load(d)
+            localcluster.down(state, timeout_s=2)
+            left = [p.name for p in state.processes if localcluster.is_alive(p)]
+            assert not left, f"processes left behind: {left}"
+
+
 @pytest.fixture
 def c(tmp_path: Path) -> Iterator[Cluster]:
     d = tmp_path / "cluster"
-    try:
-        cli(
-            "cluster",
-            "up",
-            "--dir",
-            str(d),
-            "--set",
-            f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
-        )
-        state = localcluster.ClusterState.load(d)
+    with running_cluster(d, "--set", f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}") as state:
         zk = ZkStore(state.zk_connect, session_timeout_ms=5000)
         zk.start()
         try:
             yield Cluster(d, state, zk)
         finally:
             zk.stop()
-    finally:
-        if (d / localcluster.STATE_FILE).exists():
-            cli("cluster", "down", "--dir", str(d), check=False)
-            # Safety net: whatever is still ours by PID and command line gets SIGKILL.
-            state = localcluster.ClusterState.load(d)
-            localcluster.down(state, timeout_s=2)
-            left = [p.name for p in state.processes if localcluster.is_alive(p)]
-            assert not left, f"processes left behind: {left}"

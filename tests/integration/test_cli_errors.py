@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import Cluster, cli
+from tests.integration.conftest import Cluster, cli, running_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -86,3 +86,24 @@ def test_second_up_in_a_running_dir_is_refused(c: Cluster) -> None:
     assert r.returncode == 1 and "already running" in r.stderr
     r = c.cli("cluster", "kill", "broker-9", check=False)
     assert r.returncode == 1 and "no process named 'broker-9'" in r.stderr
+
+
+def test_pinned_ports_and_the_event_timeline(tmp_path: Path) -> None:
+    from minibroker import localcluster
+
+    # broker N listens on base+N-1: find a base whose next three ports are free
+    zk_port = localcluster._free_ports(1)[0]
+    base = next(
+        b
+        for b in localcluster._free_ports(20)
+        if b != zk_port and all(localcluster._port_free(b + i) for i in range(3))
+    )
+    d = tmp_path / "pinned"
+    pins = ["--zk-port", str(zk_port), "--broker-port-base", str(base)]
+    with running_cluster(d, "--brokers", "3", "--controllers", "1", *pins) as state:
+        assert state.zk_connect == f"127.0.0.1:{zk_port}"
+        assert [p.port for p in state.by_role("broker")] == [base, base + 1, base + 2]
+        out = cli("events", "--dir", str(d), "--event", "controller_elected").stdout
+        assert "controller-1" in out and "epoch=1" in out
+        regs = cli("events", "--dir", str(d), "--json", "--event", "broker_registered").stdout
+        assert len(regs.splitlines()) == 3
