@@ -118,15 +118,19 @@ async def run_broker(settings: Settings) -> int:
             rack=rack,
         )
 
+    health_updates: set[asyncio.Task[None]] = set()
+
     def on_epoch(epoch: int) -> None:
         state.broker_epoch = epoch
         status = (
             health_pb2.HealthCheckResponse.SERVING
             if epoch != NOT_REGISTERED
-            else (health_pb2.HealthCheckResponse.NOT_SERVING)
+            else health_pb2.HealthCheckResponse.NOT_SERVING
         )
         for service in ("", BROKER_SERVICE):
-            asyncio.get_running_loop().create_task(health.set(service, status))
+            task = asyncio.get_running_loop().create_task(health.set(service, status))
+            health_updates.add(task)  # keep a reference until done
+            task.add_done_callback(health_updates.discard)
 
     store = zk_store_for(settings)
     stop = asyncio.Event()

@@ -330,18 +330,6 @@ class ZkStore:
             return None
         raise failure
 
-    def delete_controller_fenced(self, epoch_zk_version: int) -> bool:
-        """Delete /controller only if /controller_epoch is still at our zkVersion (resignation)."""
-        tx = self._client.transaction()
-        tx.check(ControllerEpochZNode.path, epoch_zk_version)
-        tx.delete(ControllerZNode.path)
-        failure = _first_failure(_call(tx.commit))
-        if failure is None:
-            return True
-        if isinstance(failure, ZkBadVersion | ZkNoNode):
-            return False
-        raise failure
-
     # ---- watches -----------------------------------------------------------------------------
 
     def watch_data(self, path: str, callback: Callable[[bytes | None, Stat | None], None]) -> None:

@@ -72,6 +72,21 @@ def test_brokers_serve_grpc_health_and_lead_clients_to_zookeeper(c: Cluster) -> 
             stub = health_pb2_grpc.HealthStub(ch)
             resp = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
             assert resp.status == health_pb2.HealthCheckResponse.SERVING
+    active_id = c.zk.read_controller()
+    for ctrl in c.state.by_role("controller"):
+        with grpc.insecure_channel(ctrl.address) as ch:
+            stub = health_pb2_grpc.HealthStub(ch)
+            overall = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
+            assert overall.status == health_pb2.HealthCheckResponse.SERVING
+            control = stub.Check(
+                health_pb2.HealthCheckRequest(service="minibroker.v1.Control"), timeout=5
+            )
+            expected = (
+                health_pb2.HealthCheckResponse.SERVING
+                if ctrl.id == active_id
+                else health_pb2.HealthCheckResponse.NOT_SERVING
+            )
+            assert control.status == expected, ctrl.name
     # --bootstrap: any broker's address is enough to find the cluster's ZooKeeper.
     out = cli(
         "zk", "tree", "--path", "/brokers/ids", "--bootstrap", c.state.by_role("broker")[0].address

@@ -147,3 +147,23 @@ def test_the_checker_catches_a_forbidden_import(tmp_path: Path) -> None:
     assert [m for _, m in imported_modules(bad)] == ["kazoo.client"]
     assert matches("kazoo.client", FORBIDDEN_IN_PURE) == "kazoo"
     assert matches("minibroker.core.types", FORBIDDEN_IN_PURE) is None
+
+
+@pytest.mark.parametrize(
+    ("library", "allowed"),
+    [
+        ("kazoo", {"minibroker/runtime/zk_store.py"}),
+        ("pyspark", {"loadgen"}),
+    ],
+)
+def test_one_door_per_library(library: str, allowed: set[str]) -> None:
+    problems = []
+    for package in LAYERS:
+        for path in python_files(package):
+            rel = str(path.relative_to(ROOT))
+            if any(rel == a or rel.startswith(a + "/") for a in allowed):
+                continue
+            for lineno, module in imported_modules(path):
+                if matches(module, {library}):
+                    problems.append(f"{rel}:{lineno} imports {module}")
+    assert not problems, f"only {sorted(allowed)} may import {library}:\n" + "\n".join(problems)
