@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,7 +21,9 @@ from minibroker.runtime.zk_store import ZkStore
 SESSION_TIMEOUT_MS = 2000
 
 
-def cli(*args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, check: bool = True, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
         [sys.executable, "-m", "minibroker.cli.main", *args],
         capture_output=True,
@@ -28,6 +31,7 @@ def cli(*args: str, check: bool = True, timeout: float = 60) -> subprocess.Compl
         timeout=timeout,
         check=False,
         stdin=subprocess.DEVNULL,
+        env=None if env is None else {**os.environ, **env},
     )
     if check and result.returncode != 0:
         raise AssertionError(
