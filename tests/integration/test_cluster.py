@@ -93,8 +93,8 @@ def test_brokers_serve_grpc_health_and_lead_clients_to_zookeeper(c: Cluster) -> 
     )
     assert "/brokers/ids/3" in out.stdout
     # ... and so are the environment variables, in place of flags.
-    broker = c.state.by_role("broker")[0].address
-    for env in ({"MINIBROKER_ZK": c.state.zk_connect}, {"MINIBROKER_BOOTSTRAP": broker}):
+    first_broker = c.state.by_role("broker")[0].address
+    for env in ({"MINIBROKER_ZK": c.state.zk_connect}, {"MINIBROKER_BOOTSTRAP": first_broker}):
         out = cli("zk", "tree", "--path", "/controller", env=env)
         assert '"brokerid":' in out.stdout
     bad = cli("zk", "tree", "--bootstrap", "127.0.0.1:1", check=False)
