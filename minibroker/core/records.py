@@ -1,0 +1,357 @@
+"""Kafka's v2 RecordBatch format (magic 2): build, validate-and-stamp, iterate, decode.
+
+Layout of a batch (big-endian), 61 header bytes then the records:
+
+    0 baseOffset int64 | 8 batchLength int32 | 12 partitionLeaderEpoch int32 | 16 magic int8
+    17 crc uint32 (CRC-32C over attributes..end) | 21 attributes int16 | 23 lastOffsetDelta int32
+    27 baseTimestamp int64 | 35 maxTimestamp int64 | 43 producerId int64 | 51 producerEpoch int16
+    53 baseSequence int32 | 57 recordCount int32 | 61 records...
+
+baseOffset and partitionLeaderEpoch sit before the CRC'd range, so the broker stamps them
+without recomputing the CRC — exactly what Kafka's leader does. The broker only ever looks at
+headers (`iter_batches`); records are decoded by clients.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from crc32c import crc32c
+
+from minibroker.core.errors import ErrorCode
+
+MAGIC = 2
+HEADER_SIZE = 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the part batchLength does not count
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+NO_PARTITION_LEADER_EPOCH = -1
+NO_PRODUCER_ID = -1
+COMPRESSION_MASK = 0x07
+TRANSACTIONAL_FLAG = 0x10
+CONTROL_FLAG = 0x20
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_STAMP = struct.Struct(">q")
+_EPOCH = struct.Struct(">i")
+assert _HEADER.size == HEADER_SIZE
+
+
+class RecordError(ValueError):
+    """Bytes that are not valid record batches; `code` is the Kafka error to answer with."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class BatchHeader:
+    """One batch's header fields and where the batch sits in the buffer it was read from."""
+
+    position: int
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        """Bytes of the whole batch, header included."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+
+@dataclass(frozen=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+# ---- varints (zigzag, as Kafka's ByteUtils) ---------------------------------------------------
+
+
+def _write_varint(out: bytearray, value: int) -> None:
+    v = (value << 1) ^ (value >> 63)  # zigzag for 64-bit values
+    v &= (1 << 64) - 1
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    shift = 0
+    raw = 0
+    while True:
+        if pos >= len(buf):
+            raise RecordError(ErrorCode.CORRUPT_MESSAGE, "record ends inside a varint")
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise RecordError(ErrorCode.CORRUPT_MESSAGE, "varint longer than 10 bytes")
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def _write_bytes(out: bytearray, data: bytes | None) -> None:
+    if data is None:
+        _write_varint(out, -1)
+    else:
+        _write_varint(out, len(data))
+        out += data
+
+
+def _read_bytes(buf: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
+    n, pos = _read_varint(buf, pos)
+    if n < 0:
+        return None, pos
+    if pos + n > len(buf):
+        raise RecordError(ErrorCode.CORRUPT_MESSAGE, "record field runs past the batch")
+    return bytes(buf[pos : pos + n]), pos + n
+
+
+# ---- building (clients) -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NewRecord:
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    timestamp: int | None = None  # None = the batch's base timestamp
+
+
+def build_batch(
+    records: Sequence[NewRecord],
+    *,
+    base_timestamp: int,
+    base_offset: int = 0,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    """An uncompressed v2 batch holding `records` at offset deltas 0..n-1."""
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    body = bytearray()
+    max_ts = base_timestamp
+    for delta, rec in enumerate(records):
+        ts = base_timestamp if rec.timestamp is None else rec.timestamp
+        max_ts = max(max_ts, ts)
+        r = bytearray([0])  # record attributes (unused)
+        _write_varint(r, ts - base_timestamp)
+        _write_varint(r, delta)
+        _write_bytes(r, rec.key)
+        _write_bytes(r, rec.value)
+        _write_varint(r, len(rec.headers))
+        for hkey, hval in rec.headers:
+            _write_bytes(r, hkey.encode("utf-8"))
+            _write_bytes(r, hval)
+        _write_varint(body, len(r))
+        body += r
+    header = bytearray(
+        _HEADER.pack(
+            base_offset,
+            HEADER_SIZE - LOG_OVERHEAD + len(body),
+            partition_leader_epoch,
+            MAGIC,
+            0,
+            0,
+            len(records) - 1,
+            base_timestamp,
+            max_ts,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(records),
+        )
+    )
+    batch = header + body
+    struct.pack_into(">I", batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
+    return bytes(batch)
+
+
+# ---- reading headers (broker hot path: no per-record work) ------------------------------------
+
+
+def read_header(buf: bytes | bytearray | memoryview, pos: int) -> BatchHeader:
+    fields = _HEADER.unpack_from(buf, pos)
+    return BatchHeader(pos, *fields)
+
+
+def iter_batches(buf: bytes | memoryview, *, verify_crc: bool = False) -> Iterator[BatchHeader]:
+    """Headers of the whole batches in `buf`, in order. Raises RecordError at the first batch
+    that is cut short, not magic 2, or (with `verify_crc`) fails its CRC."""
+    view = memoryview(buf)
+    pos = 0
+    end = len(view)
+    while pos < end:
+        if end - pos < HEADER_SIZE:
+            raise RecordError(
+                ErrorCode.CORRUPT_MESSAGE, f"{end - pos} trailing bytes are not a batch header"
+            )
+        h = read_header(view, pos)
+        if h.magic != MAGIC:
+            raise RecordError(
+                ErrorCode.UNSUPPORTED_VERSION
+                if 0 <= h.magic < MAGIC
+                else ErrorCode.CORRUPT_MESSAGE,
+                f"batch at byte {pos} has magic {h.magic}; only magic 2 is supported",
+            )
+        if h.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + h.size > end:
+            raise RecordError(
+                ErrorCode.CORRUPT_MESSAGE,
+                f"batch at byte {pos} claims {h.batch_length} bytes; {end - pos - LOG_OVERHEAD} "
+                "remain",
+            )
+        if verify_crc and crc32c(view[pos + ATTRIBUTES_OFFSET : pos + h.size]) != h.crc:
+            raise RecordError(ErrorCode.CORRUPT_MESSAGE, f"batch at byte {pos} fails its CRC")
+        yield h
+        pos += h.size
+
+
+def valid_prefix(buf: bytes | memoryview) -> tuple[int, list[BatchHeader]]:
+    """Length of the longest prefix of whole, CRC-valid batches, and their headers (log
+    recovery: whatever follows is a torn or corrupt tail)."""
+    good: list[BatchHeader] = []
+    try:
+        for h in iter_batches(buf, verify_crc=True):
+            if h.record_count < 0 or h.last_offset_delta < 0:
+                break
+            good.append(h)
+    except RecordError:
+        pass
+    length = good[-1].position + good[-1].size if good else 0
+    return length, good
+
+
+# ---- validate and stamp (the leader's append) -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StampedBatches:
+    data: bytes
+    batches: tuple[BatchHeader, ...]
+
+    @property
+    def first_offset(self) -> int:
+        return self.batches[0].base_offset
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset
+
+
+def validate(data: bytes, *, max_batch_bytes: int) -> list[BatchHeader]:
+    """Check every batch's framing, magic, CRC and size; the headers, or RecordError."""
+    if not data:
+        raise RecordError(ErrorCode.CORRUPT_MESSAGE, "no record batches in the request")
+    headers = list(iter_batches(data, verify_crc=True))
+    for h in headers:
+        if h.size > max_batch_bytes:
+            raise RecordError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"batch of {h.size} bytes exceeds message.max.bytes={max_batch_bytes}",
+            )
+        if h.record_count != h.last_offset_delta + 1 or h.record_count <= 0:
+            raise RecordError(
+                ErrorCode.INVALID_RECORD,
+                f"batch at byte {h.position} has {h.record_count} records but last offset "
+                f"delta {h.last_offset_delta}",
+            )
+    return headers
+
+
+def validate_and_stamp(
+    data: bytes, *, next_offset: int, partition_leader_epoch: int, max_batch_bytes: int
+) -> StampedBatches:
+    """The leader's append: validate, then give the batches consecutive offsets from
+    `next_offset` and the leader's epoch. Only bytes outside the CRC'd range change."""
+    headers = validate(data, max_batch_bytes=max_batch_bytes)
+    out = bytearray(data)
+    stamped = []
+    offset = next_offset
+    for h in headers:
+        _STAMP.pack_into(out, h.position, offset)
+        _EPOCH.pack_into(out, h.position + 12, partition_leader_epoch)
+        stamped.append(read_header(out, h.position))
+        offset += h.last_offset_delta + 1
+    return StampedBatches(bytes(out), tuple(stamped))
+
+
+# ---- decoding records (clients, tests) --------------------------------------------------------
+
+
+def decode_batch(buf: bytes | memoryview, header: BatchHeader) -> list[Record]:
+    """The records of one uncompressed batch."""
+    if header.compression != 0:
+        raise RecordError(
+            ErrorCode.UNSUPPORTED_VERSION,
+            f"compression codec {header.compression} is not supported by this decoder",
+        )
+    view = memoryview(buf)[header.position : header.position + header.size]
+    pos = HEADER_SIZE
+    out = []
+    for _ in range(header.record_count):
+        length, pos = _read_varint(view, pos)
+        end = pos + length
+        if length < 0 or end > len(view):
+            raise RecordError(ErrorCode.CORRUPT_MESSAGE, "record runs past its batch")
+        pos += 1  # record attributes
+        ts_delta, pos = _read_varint(view, pos)
+        off_delta, pos = _read_varint(view, pos)
+        key, pos = _read_bytes(view, pos)
+        value, pos = _read_bytes(view, pos)
+        n_headers, pos = _read_varint(view, pos)
+        headers = []
+        for _ in range(n_headers):
+            hkey, pos = _read_bytes(view, pos)
+            hval, pos = _read_bytes(view, pos)
+            headers.append(((hkey or b"").decode("utf-8"), hval))
+        if pos != end:
+            raise RecordError(ErrorCode.CORRUPT_MESSAGE, "record length does not match fields")
+        out.append(
+            Record(
+                header.base_offset + off_delta,
+                header.base_timestamp + ts_delta,
+                key,
+                value,
+                tuple(headers),
+            )
+        )
+    return out
+
+
+def decode_records(buf: bytes | memoryview) -> list[Record]:
+    """Every record of every batch in `buf`."""
+    return [r for h in iter_batches(buf) for r in decode_batch(buf, h)]
