@@ -129,7 +129,7 @@ def test_a_failed_isr_write_leaves_the_isr_and_zk_version_unchanged() -> None:
     proposal = p.maybe_shrink_isr(5, now_ms=LAG + 1)
     assert proposal is not None
     assert not p.apply_isr_write(proposal, None, local_leo=5, now_ms=LAG + 1)
-    assert (p.isr, p.zk_version) == ({1, 2}, 4)
+    assert (p.isr, p.zk_version) == (frozenset({1, 2}), 4)
     # It is proposed again on the next check, still with the stale version (§2.7).
     again = p.maybe_shrink_isr(5, now_ms=LAG + 2)
     assert again is not None and again.expected_zk_version == 4
@@ -142,7 +142,7 @@ def test_a_successful_shrink_can_advance_the_hw() -> None:
     proposal = p.maybe_shrink_isr(5, now_ms=LAG + 1)
     assert proposal is not None
     assert p.apply_isr_write(proposal, 5, local_leo=5, now_ms=LAG + 1)
-    assert (p.isr, p.zk_version, p.high_watermark) == ({1}, 5, 5)
+    assert (p.isr, p.zk_version, p.high_watermark) == (frozenset({1}), 5, 5)
 
 
 # ---- expand (§2.5) -----------------------------------------------------------------------------
