@@ -119,6 +119,8 @@ def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
         shift += 7
         if shift > 63:
             raise RecordError(ErrorCode.CORRUPT_MESSAGE, "varint longer than 10 bytes")
+    if raw >> 64:
+        raise RecordError(ErrorCode.CORRUPT_MESSAGE, "varint beyond 64 bits")
     return (raw >> 1) ^ -(raw & 1), pos
 
 
@@ -164,10 +166,10 @@ def build_batch(
     if not records:
         raise ValueError("a record batch needs at least one record")
     body = bytearray()
-    max_ts = base_timestamp
+    # Kafka's maxTimestamp is the largest record timestamp, which may be below the base.
+    max_ts = max(base_timestamp if rec.timestamp is None else rec.timestamp for rec in records)
     for delta, rec in enumerate(records):
         ts = base_timestamp if rec.timestamp is None else rec.timestamp
-        max_ts = max(max_ts, ts)
         r = bytearray([0])  # record attributes (unused)
         _write_varint(r, ts - base_timestamp)
         _write_varint(r, delta)
@@ -337,7 +339,9 @@ def decode_batch(buf: bytes | memoryview, header: BatchHeader) -> list[Record]:
         for _ in range(n_headers):
             hkey, pos = _read_bytes(view, pos)
             hval, pos = _read_bytes(view, pos)
-            headers.append(((hkey or b"").decode("utf-8"), hval))
+            if hkey is None:
+                raise RecordError(ErrorCode.CORRUPT_MESSAGE, "a record header has a null key")
+            headers.append((hkey.decode("utf-8", errors="replace"), hval))
         if pos != end:
             raise RecordError(ErrorCode.CORRUPT_MESSAGE, "record length does not match fields")
         out.append(
@@ -349,6 +353,8 @@ def decode_batch(buf: bytes | memoryview, header: BatchHeader) -> list[Record]:
                 tuple(headers),
             )
         )
+    if pos != len(view):
+        raise RecordError(ErrorCode.CORRUPT_MESSAGE, "bytes after the batch's last record")
     return out
 
 
