@@ -581,26 +581,20 @@ def test_stamping_keeps_records_decodable_and_crcs_valid(
 
 
 def test_decoding_refuses_a_null_header_key_and_trailing_bytes() -> None:
-    import struct as _struct
-
-    from crc32c import crc32c as _crc
-
-    from minibroker.core.records import HEADER_SIZE, RecordError, decode_records, iter_batches
-
     def recrc(buf: bytearray) -> bytes:
-        _struct.pack_into(">I", buf, 17, _crc(bytes(buf[21:])))
+        struct.pack_into(">I", buf, 17, crc32c(bytes(buf[21:])))
         return bytes(buf)
 
     good = build_batch([NewRecord(b"k", b"v", (("h", b"1"),))], base_timestamp=0)
     # The header key "h" is written as varint 2 (zigzag of length 1) then b"h": make it null.
     i = good.index(b"\x02h")
     null_key = bytearray(good[:i] + b"\x01" + good[i + 2 :])
-    _struct.pack_into(">i", null_key, 8, len(null_key) - 12)
+    struct.pack_into(">i", null_key, 8, len(null_key) - 12)
     null_key[HEADER_SIZE] -= 2  # the record's length varint: 2 bytes shorter (zigzag)
     with pytest.raises(RecordError, match="null key"):
         decode_records(recrc(null_key))
     trailing = bytearray(good + b"\x00")
-    _struct.pack_into(">i", trailing, 8, len(trailing) - 12)
+    struct.pack_into(">i", trailing, 8, len(trailing) - 12)
     data = recrc(trailing)
     assert list(iter_batches(data, verify_crc=True))
     with pytest.raises(RecordError, match="after the batch's last record"):
