@@ -1,0 +1,1 @@
+"""A partition's on-disk log: segments, their offset index, recovery and checkpoint files."""
