@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 echo "== ruff"
 .venv/bin/ruff check .
+.venv/bin/ruff format --check .
 echo "== mypy"
 .venv/bin/mypy
 echo "== pytest"

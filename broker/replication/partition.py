@@ -368,4 +368,3 @@ class Partition:
 
 def _clamp(value: int, low: int, high: int) -> int:
     return low if value < low else high if value > high else value
-
