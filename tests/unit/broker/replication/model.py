@@ -72,6 +72,7 @@ class ReplicaSet:
     truncating: set[int] = field(default_factory=set)
     produces: list[Produce] = field(default_factory=list)
     parked: dict[int, PendingFetch] = field(default_factory=dict)
+    epochs_asked: list[tuple[int, int]] = field(default_factory=list)  # (follower, epoch)
 
     def __post_init__(self) -> None:
         for b in self.broker_ids:
@@ -271,6 +272,7 @@ class ReplicaSet:
                     node.partition.high_watermark, node.log.log_end_offset
                 )
             else:
+                self.epochs_asked.append((follower, epoch))
                 answer = self._leader_answer(leader, epoch)
                 decision = decide_from_epoch_answer(
                     leader_epoch=answer[0],

@@ -241,6 +241,30 @@ def test_kip279_story_does_not_diverge_when_truncating_to_the_hw() -> None:
     assert divergence(m, 1, 2) == []
 
 
+def test_kip279_a_follower_missing_the_answered_epoch_asks_again_and_converges() -> None:
+    a, b, c = 1, 2, 3
+    m = ReplicaSet((a, b, c))
+    m.elect(a, (a, b, c))  # epoch 0
+    produce_each(m, b"a", range(3))
+    m.fetch(b)
+    m.fetch(c)
+    m.elect(c, (a, b, c), to={c, a})  # epoch 1: B misses it
+    produce_each(m, b"c", range(3, 5))
+    m.fetch(a)  # A learns epoch 1 from C's records
+    m.elect(b, (a, b, c), to={b})  # epoch 2: B leads alone, without ever seeing epoch 1
+    produce_each(m, b"b", range(3, 6))
+    m.elect(a, (a, b, c), to={a})  # epoch 3: A leads again
+    produce_each(m, b"a", range(5, 6))
+    m.deliver_leader_and_isr(b)
+    for _ in range(3):
+        m.fetch(b)
+    # B asked for its epoch 2; A answered with epoch 1, unknown to B: B cut to the end of its
+    # epoch 0 and asked again for epoch 0 (KIP-279's multi-round case).
+    assert [e for f, e in m.epochs_asked if f == b] == [2, 0]
+    assert m.records(b) == m.records(a)
+    assert [v for _, v in m.records(b)] == [b"a0", b"a1", b"a2", b"c3", b"c4", b"a5"]
+
+
 # ---- KAFKA-7164: a follower must truncate on every epoch change ------------------------------
 
 
