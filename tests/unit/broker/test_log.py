@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from broker.log import log as log_module
 from broker.log.checkpoints import LEADER_EPOCH_CHECKPOINT, parse_epochs
 from broker.log.index import OffsetIndex
 from broker.log.log import Log, OffsetOutOfRange, index_file_name, segment_file_name
-from broker.log.store import FileSegmentStore, MemorySegmentStore, SegmentStore
+from broker.log.store import MemorySegmentStore, SegmentStore
 from broker.replication.leader_epoch import EpochEntry
 from minibroker.core import records
 from minibroker.core.errors import ErrorCode
@@ -45,16 +42,6 @@ def flip_byte(store: SegmentStore, name: str, position: int) -> None:
     data[position] ^= 0xFF
     store.truncate(name, 0)
     store.append(name, bytes(data))
-
-
-@pytest.fixture(params=["memory", "file"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SegmentStore]:
-    if request.param == "memory":
-        yield MemorySegmentStore()
-    else:
-        files = FileSegmentStore(tmp_path / "orders-0")
-        yield files
-        files.close()
 
 
 class CountingStore(MemorySegmentStore):
