@@ -10,6 +10,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from controller.logic.election import (
     ActiveEpoch,
@@ -163,7 +164,7 @@ class ControllerEventLoop:
         )
         await self._on_role(Role.ACTIVE)
 
-    async def _resign(self, reason: str, **fields: object) -> None:
+    async def _resign(self, reason: str, **fields: Any) -> None:
         if self.role is not Role.ACTIVE:
             return
         slog.event(

@@ -49,6 +49,7 @@ class ProcessInfo:
     log_file: str
     cmd: list[str]
     pid: int = -1
+    metrics_port: int = 0  # brokers' Prometheus endpoint on 127.0.0.1; 0 = none
 
     @property
     def address(self) -> str:
@@ -231,7 +232,7 @@ def plan(
         )
     Settings.load(profile=profile, overrides=overrides)  # validate before starting anything
     d = cluster_dir.resolve()
-    free = iter(_free_ports(1 + brokers + controllers))
+    free = iter(_free_ports(1 + 2 * brokers + controllers))
     zk_port = zk_port or next(free)
     state = ClusterState(dir=str(d), zk_connect=f"{HOST}:{zk_port}", profile=profile)
     state.overrides = list(overrides)
@@ -251,10 +252,15 @@ def plan(
         )
     )
 
-    def program(role: str, n: int, node_id: int, port: int, extra: list[str]) -> ProcessInfo:
+    def program(
+        role: str, n: int, node_id: int, port: int, extra: list[str], metrics_port: int = 0
+    ) -> ProcessInfo:
         name = f"{role}-{n}"
         args = ["--id", str(node_id), "--host", HOST, "--port", str(port), *extra]
+        if metrics_port:
+            args += ["--set", f"minibroker.metrics.port={metrics_port}"]
         return ProcessInfo(
+            metrics_port=metrics_port,
             name=name,
             role=role,
             id=node_id,
@@ -268,7 +274,9 @@ def plan(
     for n in range(1, brokers + 1):
         port = broker_port_base + n - 1 if broker_port_base else next(free)
         log_dir = d / f"broker-{n}" / "data"
-        state.processes.append(program("broker", n, n, port, ["--log-dir", str(log_dir)]))
+        state.processes.append(
+            program("broker", n, n, port, ["--log-dir", str(log_dir)], next(free))
+        )
     for n in range(1, controllers + 1):
         state.processes.append(program("controller", n, CONTROLLER_ID_BASE + n, next(free), []))
     return state
@@ -469,6 +477,9 @@ class ClusterStatus:
                     "address": p.address,
                     "data_dir": p.data_dir,
                     "log_file": p.log_file,
+                    "metrics": f"http://{p.host}:{p.metrics_port}/metrics"
+                    if p.metrics_port
+                    else None,
                     "state": self.process_states[p.name],
                     "alive": self.process_states[p.name] != "dead",
                 }

@@ -50,9 +50,9 @@ def setup(proc: str, level: int = logging.INFO) -> None:
 _events = logging.getLogger("minibroker.events")
 
 
-def event(name: str, level: int = logging.INFO, **fields: Any) -> None:
+def event(name: str, level: int = logging.INFO, *, exc_info: bool = False, **fields: Any) -> None:
     """Log one structured event line: `event("controller_elected", epoch=3)`."""
-    _events.log(level, name, extra={"fields": fields})
+    _events.log(level, name, extra={"fields": fields}, exc_info=exc_info)
 
 
 def parse_line(line: str) -> dict[str, Any] | None:

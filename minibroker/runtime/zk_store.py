@@ -19,10 +19,13 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
+from minibroker.core.types import LeaderAndIsr, TopicPartition
 from minibroker.core.zk_layout import (
     BrokerIdZNode,
     ControllerEpochZNode,
     ControllerZNode,
+    IsrChangeNotificationSequenceZNode,
+    TopicPartitionStateZNode,
 )
 
 log = logging.getLogger(__name__)
@@ -329,6 +332,44 @@ class ZkStore:
         if isinstance(failure, ZkNodeExists | ZkBadVersion):
             return None
         raise failure
+
+    def update_partition_state(
+        self, tp: TopicPartition, state: LeaderAndIsr, expected_zk_version: int
+    ) -> int | None:
+        """A leader's conditional ISR write (reference §2.7, ReplicationUtils.updateLeaderAndIsr):
+        set the state znode if it is still at `expected_zk_version`. Returns the new zkVersion,
+        or None on conflict. A BADVERSION whose stored state already equals `state` counts as
+        success (our own write, retried after a connection loss); NONODE is a conflict."""
+        path = TopicPartitionStateZNode.path(tp)
+        data = TopicPartitionStateZNode.encode(state)
+        try:
+            return self.set(path, data, version=expected_zk_version).version
+        except ZkNoNode:
+            return None
+        except ZkBadVersion:
+            got = self.get_or_none(path)
+            if got is None:
+                return None
+            stored = TopicPartitionStateZNode.decode(got[0], got[1].version)
+            same = (stored.leader, stored.leader_epoch, stored.isr, stored.controller_epoch) == (
+                state.leader,
+                state.leader_epoch,
+                state.isr,
+                state.controller_epoch,
+            )
+            return stored.zk_version if same else None
+
+    def read_partition_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
+        got = self.get_or_none(TopicPartitionStateZNode.path(tp))
+        return TopicPartitionStateZNode.decode(got[0], got[1].version) if got else None
+
+    def create_isr_change_notification(self, partitions: Iterable[TopicPartition]) -> str:
+        """One persistent sequential /isr_change_notification/isr_change_<seq> (reference §3.2)."""
+        return self.create(
+            IsrChangeNotificationSequenceZNode.path_prefix,
+            IsrChangeNotificationSequenceZNode.encode(sorted(partitions)),
+            sequential=True,
+        )
 
     # ---- watches -----------------------------------------------------------------------------
 

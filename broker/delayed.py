@@ -1,0 +1,77 @@
+"""The two delayed operations: acks=-1 produce waiting for the HW, and fetch waiting for bytes
+(reference §3.6, §3.7). Both re-check on the loop whenever a partition they watch changes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from broker.purgatory import DelayedOperation
+from broker.replication.partition import Partition
+from broker.types import FetchPartitionResult, ProduceResult
+from minibroker.core.errors import ErrorCode
+from minibroker.core.types import TopicPartition
+
+
+class DelayedProduce(DelayedOperation[dict[TopicPartition, ProduceResult]]):
+    """Each appended partition starts as REQUEST_TIMED_OUT and is done when its leader's HW
+    reaches last offset + 1 (or it lost leadership); reference §3.6."""
+
+    def __init__(
+        self,
+        timeout_ms: int,
+        results: dict[TopicPartition, ProduceResult],
+        required_offsets: Mapping[TopicPartition, int],
+        lookup: Callable[[TopicPartition], Partition | None],
+    ) -> None:
+        super().__init__(timeout_ms)
+        self._results = dict(results)
+        self._pending = dict(required_offsets)
+        self._lookup = lookup
+
+    def try_complete(self) -> dict[TopicPartition, ProduceResult] | None:
+        for tp, required in list(self._pending.items()):
+            partition = self._lookup(tp)
+            if partition is None:
+                done, error = True, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                done, error = partition.check_enough_replicas_reach_offset(required)
+            if done:
+                del self._pending[tp]
+                old = self._results[tp]
+                self._results[tp] = ProduceResult(error, old.base_offset, old.log_start_offset)
+        return None if self._pending else self._results
+
+    def on_expiration(self) -> dict[TopicPartition, ProduceResult]:
+        for tp in self._pending:
+            old = self._results[tp]
+            self._results[tp] = ProduceResult(
+                ErrorCode.REQUEST_TIMED_OUT,
+                old.base_offset,
+                old.log_start_offset,
+                "the high watermark did not reach the batch within timeout_ms",
+            )
+        return self._results
+
+
+class DelayedFetch(DelayedOperation[dict[TopicPartition, FetchPartitionResult]]):
+    """Waits until `min_bytes` are readable or any partition errors, then re-reads with the
+    current HW (the follower's fetch state is not updated again, reference §3.7)."""
+
+    def __init__(
+        self,
+        timeout_ms: int,
+        min_bytes: int,
+        read: Callable[[], dict[TopicPartition, FetchPartitionResult]],
+    ) -> None:
+        super().__init__(timeout_ms)
+        self._min_bytes = min_bytes
+        self._read = read
+
+    def try_complete(self) -> dict[TopicPartition, FetchPartitionResult] | None:
+        results = self._read()
+        available = sum(len(r.records) for r in results.values())
+        failed = any(r.error is not ErrorCode.NONE for r in results.values())
+        return results if failed or available >= self._min_bytes else None
+
+    def on_expiration(self) -> dict[TopicPartition, FetchPartitionResult]:
+        return self._read()

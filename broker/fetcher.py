@@ -1,0 +1,387 @@
+"""Follower fetchers (Kafka's ReplicaFetcherThread), one asyncio task per source broker.
+
+Each fetcher first truncates its partitions (OffsetsForLeaderEpoch, reference §4.4), then sends
+one Fetch for every partition it follows from that broker, appends what comes back as follower,
+and takes the leader's HW clamped to its own log (§3.8). Errors follow §3.8: back off and retry,
+or drop the partition until the next LeaderAndIsr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import grpc
+
+from broker.replication.truncation import (
+    TruncationMode,
+    decide_from_epoch_answer,
+    decide_out_of_range,
+    epoch_to_ask,
+    truncate_to_high_watermark,
+)
+from minibroker.core.errors import ErrorCode
+from minibroker.core.records import RecordError
+from minibroker.core.types import TopicPartition
+from minibroker.rpc import broker_pb2, broker_pb2_grpc
+from minibroker.runtime import logging as slog
+from minibroker.runtime.wire import error_from_wire
+
+if TYPE_CHECKING:
+    from broker.replica_manager import HostedPartition, ReplicaManager
+
+RETRY_LATER = frozenset(
+    {
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+        ErrorCode.CORRUPT_MESSAGE,
+        ErrorCode.OFFSET_NOT_AVAILABLE,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+    }
+)
+
+
+@dataclass
+class FetchState:
+    fetch_offset: int
+    leader_epoch: int
+    truncating: bool = True
+    delayed_until_ms: int = 0
+
+
+class FollowerFetcher:
+    def __init__(self, rm: ReplicaManager, leader_id: int, address: str) -> None:
+        self.rm = rm
+        self.leader_id = leader_id
+        self.address = address
+        self.states: dict[TopicPartition, FetchState] = {}
+        self._wakeup = asyncio.Event()
+        s = rm.settings
+        self.wait_ms = s.get_int("replica.fetch.wait.max.ms")
+        self.min_bytes = s.get_int("replica.fetch.min.bytes")
+        self.partition_max_bytes = s.get_int("replica.fetch.max.bytes")
+        self.response_max_bytes = s.get_int("replica.fetch.response.max.bytes")
+        self.backoff_ms = s.get_int("replica.fetch.backoff.ms")
+        self.timeout_s = (self.wait_ms + s.get_int("replica.socket.timeout.ms")) / 1000
+        self.mode = TruncationMode.LEADER_EPOCH
+        self._channel = grpc.aio.insecure_channel(
+            address,
+            options=[
+                ("grpc.max_receive_message_length", self.response_max_bytes + (1 << 20)),
+                ("grpc.max_send_message_length", 16 << 20),
+            ],
+        )
+        self._stub = broker_pb2_grpc.BrokerStub(self._channel)
+        self._task = asyncio.ensure_future(self._run())
+
+    def add(self, tp: TopicPartition, fetch_offset: int, leader_epoch: int) -> None:
+        self.states[tp] = FetchState(fetch_offset, leader_epoch)
+        self._wakeup.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.states.pop(tp, None)
+
+    async def stop(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        await self._channel.close()
+
+    def _delay(self, tp: TopicPartition, reason: str) -> None:
+        st = self.states.get(tp)
+        if st is not None:
+            st.delayed_until_ms = self.rm.now_ms() + self.backoff_ms
+            slog.event("follower_backoff", logging.DEBUG, tp=str(tp), reason=reason)
+
+    def _fail(self, tp: TopicPartition, error: ErrorCode) -> None:
+        # Dropped until the next LeaderAndIsr re-adds it (reference §3.8).
+        self.states.pop(tp, None)
+        slog.event("follower_partition_failed", logging.WARNING, tp=str(tp), error=error.name)
+
+    # ---- the loop --------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                worked = await self._one_round()
+            except grpc.aio.AioRpcError as exc:
+                slog.event(
+                    "follower_fetch_failed",
+                    logging.WARNING,
+                    leader=self.leader_id,
+                    address=self.address,
+                    error=exc.code().name,
+                )
+                for tp in list(self.states):
+                    self._delay(tp, "request_failed")
+                worked = False
+            except Exception as exc:  # never let one bad response kill the fetcher
+                slog.event("follower_fetcher_error", logging.ERROR, error=repr(exc))
+                worked = False
+            if not worked:
+                await self._sleep_until_ready()
+
+    async def _sleep_until_ready(self) -> None:
+        now = self.rm.now_ms()
+        delays = [st.delayed_until_ms - now for st in self.states.values()]
+        timeout = max(min(delays), 1) / 1000 if delays else None
+        self._wakeup.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wakeup.wait(), timeout)
+
+    def _ready(self, truncating: bool) -> dict[TopicPartition, FetchState]:
+        now = self.rm.now_ms()
+        return {
+            tp: st
+            for tp, st in self.states.items()
+            if st.truncating == truncating and st.delayed_until_ms <= now
+        }
+
+    async def _one_round(self) -> bool:
+        truncating = self._ready(truncating=True)
+        if truncating:
+            await self._truncate(truncating)
+        fetching = self._ready(truncating=False)
+        if not fetching:
+            return bool(truncating)
+        await self._fetch(fetching)
+        return True
+
+    # ---- truncation (reference §4.4) ------------------------------------------------------
+
+    async def _truncate(self, states: dict[TopicPartition, FetchState]) -> None:
+        asks: dict[TopicPartition, int] = {}
+        for tp, st in states.items():
+            hosted = self.rm.partitions.get(tp)
+            if hosted is None:
+                self.states.pop(tp, None)
+                continue
+            epoch = epoch_to_ask(self.mode, hosted.log.epoch_cache)
+            if epoch is None:
+                d = truncate_to_high_watermark(st.fetch_offset, hosted.log.log_end_offset)
+                self._apply_truncation(tp, st, hosted, d.offset, done=True)
+            else:
+                asks[tp] = epoch
+        if not asks:
+            return
+        request = broker_pb2.OffsetsForLeaderEpochRequest(replica_id=self.rm.broker_id)
+        for topic in sorted({tp.topic for tp in asks}):
+            t = request.topics.add(topic=topic)
+            for tp, epoch in asks.items():
+                if tp.topic == topic:
+                    t.partitions.add(
+                        partition=tp.partition,
+                        current_leader_epoch=states[tp].leader_epoch,
+                        leader_epoch=epoch,
+                    )
+        response = await self._stub.OffsetsForLeaderEpoch(request, timeout=self.timeout_s)
+        for t in response.topics:
+            for r in t.partitions:
+                tp = TopicPartition(t.topic, r.partition)
+                self._on_epoch_answer(tp, states.get(tp), r)
+
+    def _on_epoch_answer(
+        self, tp: TopicPartition, asked: FetchState | None, r: broker_pb2.EpochEndOffset
+    ) -> None:
+        st = self.states.get(tp)
+        hosted = self.rm.partitions.get(tp)
+        if st is None or st is not asked or hosted is None or not st.truncating:
+            return  # the partition changed while we waited: drop the answer
+        error = error_from_wire(r.error_code)
+        if error is ErrorCode.FENCED_LEADER_EPOCH:
+            self._fail(tp, error)
+            return
+        if error is not ErrorCode.NONE:
+            self._delay(tp, error.name)
+            return
+        decision = decide_from_epoch_answer(
+            leader_epoch=r.leader_epoch,
+            leader_end_offset=r.end_offset,
+            cache=hosted.log.epoch_cache,
+            log_end_offset=hosted.log.log_end_offset,
+            initial_fetch_offset=st.fetch_offset,
+        )
+        self._apply_truncation(tp, st, hosted, decision.offset, decision.done)
+
+    def _apply_truncation(
+        self, tp: TopicPartition, st: FetchState, hosted: HostedPartition, offset: int, done: bool
+    ) -> None:
+        log, p = hosted.log, hosted.partition
+        before = log.log_end_offset
+        if offset < before:
+            log.truncate_to(offset)
+            p.on_truncate(log.log_end_offset)
+        slog.event(
+            "follower_truncated" if offset < before else "follower_truncation_checked",
+            logging.WARNING if offset < p.high_watermark else logging.INFO,
+            tp=str(tp),
+            leader=self.leader_id,
+            from_offset=before,
+            to_offset=log.log_end_offset,
+            done=done,
+        )
+        if done:
+            st.truncating = False
+            st.fetch_offset = log.log_end_offset
+
+    # ---- fetching (reference §3.8) --------------------------------------------------------
+
+    async def _fetch(self, states: dict[TopicPartition, FetchState]) -> None:
+        request = broker_pb2.FetchRequest(
+            replica_id=self.rm.broker_id,
+            max_wait_ms=self.wait_ms,
+            min_bytes=self.min_bytes,
+            max_bytes=self.response_max_bytes,
+        )
+        sent: dict[TopicPartition, tuple[FetchState, int]] = {}
+        for topic in sorted({tp.topic for tp in states}):
+            t = request.topics.add(topic=topic)
+            for tp, st in states.items():
+                hosted = self.rm.partitions.get(tp)
+                if tp.topic != topic or hosted is None:
+                    continue
+                t.partitions.add(
+                    partition=tp.partition,
+                    current_leader_epoch=st.leader_epoch,
+                    fetch_offset=st.fetch_offset,
+                    log_start_offset=hosted.log.log_start_offset,
+                    partition_max_bytes=self.partition_max_bytes,
+                )
+                sent[tp] = (st, st.fetch_offset)
+        response = await self._stub.Fetch(request, timeout=self.timeout_s)
+        for t in response.responses:
+            for r in t.partitions:
+                tp = TopicPartition(t.topic, r.partition_index)
+                if tp in sent:
+                    await self._on_partition_data(tp, *sent[tp], r)
+
+    async def _on_partition_data(
+        self,
+        tp: TopicPartition,
+        asked: FetchState,
+        asked_offset: int,
+        r: broker_pb2.FetchPartitionData,
+    ) -> None:
+        st = self.states.get(tp)
+        hosted = self.rm.partitions.get(tp)
+        if st is not asked or st is None or hosted is None or st.fetch_offset != asked_offset:
+            return  # changed while the fetch was in flight
+        error = error_from_wire(r.error_code)
+        if error is ErrorCode.NONE:
+            self._append(tp, st, hosted, r)
+        elif error is ErrorCode.OFFSET_OUT_OF_RANGE:
+            await self._out_of_range(tp, st, hosted)
+        elif error is ErrorCode.FENCED_LEADER_EPOCH:
+            self._fail(tp, error)
+        elif error in RETRY_LATER:
+            self._delay(tp, error.name)
+        else:
+            self._fail(tp, error)
+
+    def _append(
+        self,
+        tp: TopicPartition,
+        st: FetchState,
+        hosted: HostedPartition,
+        r: broker_pb2.FetchPartitionData,
+    ) -> None:
+        log, p = hosted.log, hosted.partition
+        if r.records:
+            try:
+                log.append_as_follower(r.records)
+            except RecordError as exc:
+                slog.event("follower_append_failed", logging.WARNING, tp=str(tp), error=str(exc))
+                self._delay(tp, exc.code.name)
+                return
+        before = p.high_watermark
+        p.update_follower_high_watermark(r.high_watermark, log)
+        st.fetch_offset = log.log_end_offset
+        if p.high_watermark != before:
+            slog.event(
+                "hw_advanced" if p.high_watermark > before else "hw_lowered",
+                logging.DEBUG,
+                tp=str(tp),
+                high_watermark=p.high_watermark,
+                cause="leader_hw",
+            )
+
+    async def _out_of_range(
+        self, tp: TopicPartition, st: FetchState, hosted: HostedPartition
+    ) -> None:
+        """Reference §4.5: ask the leader for its LEO and log start, then decide."""
+        latest = await self._list_offset(tp, st, -1)
+        earliest = await self._list_offset(tp, st, -2)
+        if latest is None or earliest is None or self.states.get(tp) is not st:
+            self._delay(tp, "list_offsets_failed")
+            return
+        log = hosted.log
+        d = decide_out_of_range(
+            leader_log_end_offset=latest,
+            leader_log_start_offset=earliest,
+            log_end_offset=log.log_end_offset,
+        )
+        if d.restart_at is not None:
+            log.truncate_fully_and_start_at(d.restart_at)
+        elif d.truncate_to is not None:
+            log.truncate_to(d.truncate_to)
+        hosted.partition.on_truncate(log.log_end_offset)
+        st.fetch_offset = d.fetch_offset
+        slog.event(
+            "follower_out_of_range", logging.WARNING, tp=str(tp), fetch_offset=d.fetch_offset
+        )
+
+    async def _list_offset(self, tp: TopicPartition, st: FetchState, timestamp: int) -> int | None:
+        request = broker_pb2.ListOffsetsRequest(replica_id=self.rm.broker_id)
+        request.topics.add(name=tp.topic).partitions.add(
+            partition_index=tp.partition,
+            current_leader_epoch=st.leader_epoch,
+            timestamp=timestamp,
+        )
+        response = await self._stub.ListOffsets(request, timeout=self.timeout_s)
+        for t in response.topics:
+            for r in t.partitions:
+                if error_from_wire(r.error_code) is ErrorCode.NONE:
+                    return int(r.offset)
+        return None
+
+
+class FetcherManager:
+    """One fetcher per leader broker; partitions move between them on LeaderAndIsr."""
+
+    def __init__(self, rm: ReplicaManager) -> None:
+        self.rm = rm
+        self.fetchers: dict[int, FollowerFetcher] = {}
+        self._stopping: set[asyncio.Future[None]] = set()
+
+    def add_partition(self, leader_id: int, tp: TopicPartition, offset: int, epoch: int) -> None:
+        broker = self.rm.metadata.brokers[leader_id]
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is not None and fetcher.address != broker.address:
+            self._stop_later(self.fetchers.pop(leader_id))
+            fetcher = None
+        if fetcher is None:
+            fetcher = FollowerFetcher(self.rm, leader_id, broker.address)
+            self.fetchers[leader_id] = fetcher
+        fetcher.add(tp, offset, epoch)
+
+    def remove_partitions(self, tps: list[TopicPartition]) -> None:
+        for leader_id, fetcher in list(self.fetchers.items()):
+            for tp in tps:
+                fetcher.remove(tp)
+            if not fetcher.states:
+                self._stop_later(self.fetchers.pop(leader_id))
+
+    def _stop_later(self, fetcher: FollowerFetcher) -> None:
+        task = asyncio.ensure_future(fetcher.stop())
+        self._stopping.add(task)
+        task.add_done_callback(self._stopping.discard)
+
+    async def stop(self) -> None:
+        for fetcher in list(self.fetchers.values()):
+            await fetcher.stop()
+        self.fetchers.clear()

@@ -1,0 +1,168 @@
+"""The replica manager's periodic work and its ZooKeeper writes (reference §2.7, §3.1, §3.2):
+isr-expiration every replica.lag.time.max.ms/2, conditional ISR writes, isr-change propagation
+every 2.5 s, the HW checkpoint once the first LeaderAndIsr arrived, and the gauges."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from broker.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT, write_offsets_checkpoint
+from broker.replication.isr_propagation import IsrChangePropagation
+from broker.replication.partition import ProposeIsr
+from minibroker.runtime import logging as slog
+from minibroker.runtime.zk_store import ZkError
+
+if TYPE_CHECKING:
+    from broker.replica_manager import ReplicaManager
+
+
+class IsrTasks:
+    def __init__(self, rm: ReplicaManager) -> None:
+        self.rm = rm
+        s = rm.settings
+        self.propagation = IsrChangePropagation(
+            start_ms=rm.now_ms(),
+            blackout_ms=s.get_int("minibroker.isr.change.propagation.blackout.ms"),
+            max_delay_ms=s.get_int("minibroker.isr.change.propagation.max.delay.ms"),
+        )
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        s = self.rm.settings
+        lag = s.get_int("replica.lag.time.max.ms")
+        self._every(max(lag // 2, 1), self._isr_expiration)
+        self._every(
+            s.get_int("minibroker.isr.change.propagation.interval.ms"), self._propagate_changes
+        )
+        self._every(1000, self._update_gauges)
+        self._spawn(self._hw_checkpoints())
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.rm.first_leader_and_isr.is_set():
+            await self.checkpoint_high_watermarks()
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _every(self, period_ms: int, fn: Callable[[], Awaitable[None] | None]) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(period_ms / 1000)
+                try:
+                    result = fn()
+                    if result is not None:
+                        await result
+                except Exception as exc:  # a periodic task must survive one bad run
+                    slog.event("task_failed", logging.ERROR, task=fn.__name__, error=repr(exc))
+
+        self._spawn(loop())
+
+    # ---- ISR shrink and the conditional write --------------------------------------------
+
+    def _isr_expiration(self) -> None:
+        now = self.rm.now_ms()
+        for hosted in list(self.rm.partitions.values()):
+            proposal = hosted.partition.maybe_shrink_isr(hosted.log.log_end_offset, now)
+            if proposal is not None:
+                self.write_isr_soon(proposal)
+
+    def write_isr_soon(self, proposal: ProposeIsr) -> None:
+        self._spawn(self._write_isr(proposal))
+
+    async def _write_isr(self, proposal: ProposeIsr) -> None:
+        rm = self.rm
+        try:
+            new_version = await asyncio.to_thread(
+                rm.store.update_partition_state,
+                proposal.tp,
+                proposal.new_state,
+                proposal.expected_zk_version,
+            )
+        except ZkError as exc:
+            slog.event("isr_write_error", logging.WARNING, tp=str(proposal.tp), error=str(exc))
+            new_version = None
+        hosted = rm.partitions.get(proposal.tp)
+        if hosted is None:
+            return
+        now = rm.now_ms()
+        hw_moved = hosted.partition.apply_isr_write(
+            proposal, new_version, hosted.log.log_end_offset, now
+        )
+        fields: dict[str, Any] = {
+            "tp": str(proposal.tp),
+            "isr": list(proposal.new_state.isr),
+            "changed": sorted(proposal.changed),
+            "leader_epoch": proposal.new_state.leader_epoch,
+            "expected_zk_version": proposal.expected_zk_version,
+        }
+        if new_version is None:
+            rm.metrics.failed_isr_updates.inc()
+            slog.event(f"isr_{proposal.kind}_failed", logging.WARNING, **fields)
+            return
+        (rm.metrics.isr_shrinks if proposal.kind == "shrink" else rm.metrics.isr_expands).inc()
+        self.propagation.record(proposal.tp, now)
+        slog.event(f"isr_{proposal.kind}", zk_version=new_version, **fields)
+        if hw_moved:
+            slog.event(
+                "hw_advanced",
+                tp=str(proposal.tp),
+                high_watermark=hosted.partition.high_watermark,
+                cause=f"isr_{proposal.kind}",
+            )
+        rm.on_partition_changed(proposal.tp)
+
+    async def _propagate_changes(self) -> None:
+        changed = self.propagation.maybe_propagate(self.rm.now_ms())
+        if not changed:
+            return
+        try:
+            path = await asyncio.to_thread(self.rm.store.create_isr_change_notification, changed)
+        except ZkError as exc:
+            # Put them back: they go out with the next check.
+            for tp in changed:
+                self.propagation.pending.add(tp)
+            slog.event("isr_change_notification_failed", logging.WARNING, error=str(exc))
+            return
+        slog.event(
+            "isr_change_notification_created", path=path, partitions=[str(tp) for tp in changed]
+        )
+
+    # ---- HW checkpoint (reference §3.5) --------------------------------------------------
+
+    async def _hw_checkpoints(self) -> None:
+        await self.rm.first_leader_and_isr.wait()
+        period = self.rm.settings.get_int("replica.high.watermark.checkpoint.interval.ms")
+        while True:
+            await asyncio.sleep(period / 1000)
+            try:
+                await self.checkpoint_high_watermarks()
+            except OSError as exc:
+                slog.event("hw_checkpoint_failed", logging.ERROR, error=str(exc))
+
+    async def checkpoint_high_watermarks(self) -> None:
+        entries = dict(self.rm.checkpointed_hw)
+        entries.update({tp: h.partition.high_watermark for tp, h in self.rm.partitions.items()})
+        path = self.rm.log_dir / REPLICATION_OFFSET_CHECKPOINT
+        await asyncio.to_thread(write_offsets_checkpoint, path, entries)
+
+    # ---- gauges --------------------------------------------------------------------------
+
+    def _update_gauges(self) -> None:
+        m = self.rm.metrics
+        led = [h.partition for h in self.rm.partitions.values() if h.partition.is_leader]
+        m.partition_count.set(len(self.rm.partitions))
+        m.leader_count.set(len(led))
+        m.under_replicated.set(sum(1 for p in led if p.under_replicated()))
+        m.under_min_isr.set(sum(1 for p in led if len(p.isr) < p.min_insync_replicas))
+        m.at_min_isr.set(sum(1 for p in led if len(p.isr) == p.min_insync_replicas))

@@ -1,0 +1,68 @@
+"""The broker's metadata cache: live brokers and partition states as the controller last sent
+them in UpdateMetadata (reference §3.4, §5.9). Metadata requests are answered from it, and
+makeFollowers consults it for the leader's liveness (pitfall 17)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from minibroker.core.types import LEADER_DURING_DELETE, TopicPartition
+
+
+@dataclass(frozen=True)
+class LiveBroker:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class PartitionMetadata:
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+    zk_version: int
+    controller_epoch: int
+
+
+@dataclass
+class MetadataCache:
+    controller_id: int = -1
+    brokers: dict[int, LiveBroker] = field(default_factory=dict)
+    partitions: dict[TopicPartition, PartitionMetadata] = field(default_factory=dict)
+
+    def update(
+        self,
+        controller_id: int,
+        live_brokers: Iterable[LiveBroker],
+        partition_states: Iterable[tuple[TopicPartition, PartitionMetadata]],
+    ) -> list[TopicPartition]:
+        """Apply one UpdateMetadata: the live brokers are replaced; the partitions it names are
+        replaced, and a leader of -2 (topic being deleted) removes them. Returns the deleted."""
+        self.controller_id = controller_id
+        self.brokers = {b.broker_id: b for b in live_brokers}
+        deleted = []
+        for tp, state in partition_states:
+            if state.leader == LEADER_DURING_DELETE:
+                self.partitions.pop(tp, None)
+                deleted.append(tp)
+            else:
+                self.partitions[tp] = state
+        return deleted
+
+    def is_alive(self, broker_id: int) -> bool:
+        return broker_id in self.brokers
+
+    def topics(self) -> list[str]:
+        return sorted({tp.topic for tp in self.partitions})
+
+    def partitions_of(self, topic: str) -> list[tuple[TopicPartition, PartitionMetadata]]:
+        return sorted((tp, s) for tp, s in self.partitions.items() if tp.topic == topic)

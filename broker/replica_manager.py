@@ -1,0 +1,448 @@
+"""The broker's replica manager (Kafka's ReplicaManager): the partitions this broker hosts, and
+the produce, fetch and control paths over them.
+
+Everything runs on the broker's one asyncio loop: the pure rules (broker.replication) decide,
+this shell appends and reads the logs (page-cache I/O, bounded by the request's sizes) and hands
+ZooKeeper writes and fsyncs to threads. The periodic ISR and checkpoint tasks live in
+broker.isr_tasks; the follower side lives in broker.fetcher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker.delayed import DelayedFetch, DelayedProduce
+from broker.fetcher import FetcherManager
+from broker.isr_tasks import IsrTasks
+from broker.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offsets_checkpoint
+from broker.log.layout import open_log, partition_dir
+from broker.log.log import Log, OffsetOutOfRange
+from broker.metadata_cache import LiveBroker, MetadataCache, PartitionMetadata
+from broker.metrics import BrokerMetrics
+from broker.purgatory import Purgatory
+from broker.replication.partition import Partition
+from broker.types import (
+    ControlHeader,
+    EpochEndOffsetResult,
+    FetchParams,
+    FetchPartitionRequest,
+    FetchPartitionResult,
+    LeaderAndIsrPartition,
+    ListOffsetResult,
+    ProduceResult,
+    StopReplicaPartition,
+)
+from minibroker.core.errors import ErrorCode
+from minibroker.core.records import RecordError
+from minibroker.core.types import TopicPartition
+from minibroker.core.zk_layout import ConfigEntityZNode
+from minibroker.runtime import logging as slog
+from minibroker.runtime.clock import monotonic_ms
+from minibroker.runtime.settings import Settings
+from minibroker.runtime.zk_store import ZkStore
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+# StopReplica epochs that always pass the check (reference §3.4).
+NO_EPOCH, EPOCH_DURING_DELETE = -1, -2
+
+
+@dataclass
+class HostedPartition:
+    partition: Partition
+    log: Log
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        settings: Settings,
+        broker_id: int,
+        log_dir: Path,
+        store: ZkStore,
+        metrics: BrokerMetrics,
+    ) -> None:
+        self.settings = settings
+        self.broker_id = broker_id
+        self.log_dir = log_dir
+        self.store = store
+        self.metrics = metrics
+        self.partitions: dict[TopicPartition, HostedPartition] = {}
+        self.metadata = MetadataCache()
+        self.controller_epoch = 0
+        self.broker_epoch = -1
+        self.produce_purgatory: Purgatory[dict[TopicPartition, ProduceResult]] = Purgatory()
+        self.fetch_purgatory: Purgatory[dict[TopicPartition, FetchPartitionResult]] = Purgatory()
+        self.lag_ms = settings.get_int("replica.lag.time.max.ms")
+        self.first_leader_and_isr = asyncio.Event()
+        # HWs read at start-up, kept for partitions not hosted (yet) so a checkpoint rewrite
+        # does not forget them (Kafka keeps every log of the dir in its checkpoint).
+        self.checkpointed_hw = read_offsets_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT)
+        self.fetchers = FetcherManager(self)
+        self.isr = IsrTasks(self)
+
+    @staticmethod
+    def now_ms() -> int:
+        # Lag and timeouts are durations: a clock that never jumps back is the right one.
+        return monotonic_ms()
+
+    def partition(self, tp: TopicPartition) -> Partition | None:
+        hosted = self.partitions.get(tp)
+        return hosted.partition if hosted else None
+
+    def on_partition_changed(self, tp: TopicPartition) -> None:
+        """LEO, HW or leadership of `tp` changed: re-test the operations waiting on it."""
+        self.produce_purgatory.check(tp)
+        self.fetch_purgatory.check(tp)
+
+    # ---- produce (reference §2.10, §3.6) --------------------------------------------------
+
+    async def append_records(
+        self, acks: int, timeout_ms: int, batches: dict[TopicPartition, bytes]
+    ) -> dict[TopicPartition, ProduceResult]:
+        if acks not in (-1, 0, 1):
+            return {tp: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS) for tp in batches}
+        results: dict[TopicPartition, ProduceResult] = {}
+        required: dict[TopicPartition, int] = {}
+        for tp, data in batches.items():
+            results[tp], last_offset = self._append_to_leader(tp, data, acks)
+            if results[tp].error is ErrorCode.NONE and last_offset is not None:
+                required[tp] = last_offset + 1
+        if acks != -1 or not required:
+            return results
+        op = DelayedProduce(timeout_ms, results, required, self.partition)
+        final = await self.produce_purgatory.wait(op, required)
+        if any(r.error is ErrorCode.REQUEST_TIMED_OUT for r in final.values()):
+            self.metrics.produce_expirations.inc()
+        return final
+
+    def _append_to_leader(
+        self, tp: TopicPartition, data: bytes, acks: int
+    ) -> tuple[ProduceResult, int | None]:
+        hosted = self.partitions.get(tp)
+        if hosted is None:
+            return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
+        p, log = hosted.partition, hosted.log
+        error = p.check_append(acks)
+        if error is not ErrorCode.NONE:
+            return ProduceResult(error, message=_append_refusal(error, p)), None
+        try:
+            info = log.append_as_leader(data, p.leader_epoch)
+        except RecordError as exc:
+            return ProduceResult(exc.code, message=str(exc)), None
+        if p.maybe_increment_leader_hw(log.log_end_offset, self.now_ms()):
+            slog.event("hw_advanced", tp=str(tp), high_watermark=p.high_watermark, cause="append")
+        self.on_partition_changed(tp)
+        return ProduceResult(ErrorCode.NONE, info.first_offset, log.log_start_offset), (
+            info.last_offset
+        )
+
+    # ---- fetch (reference §2.11, §3.7) ----------------------------------------------------
+
+    async def fetch_messages(
+        self, params: FetchParams
+    ) -> dict[TopicPartition, FetchPartitionResult]:
+        fetch_time = self.now_ms()
+        leader_leos: dict[TopicPartition, int] = {}
+        results = self._read_all(params, leader_leos)
+        if params.is_follower:
+            # Read first, then update: the response carries the HW from before (pitfall 4).
+            for req in params.partitions:
+                if results[req.tp].error is ErrorCode.NONE:
+                    self._update_follower(params.replica_id, req, fetch_time, leader_leos[req.tp])
+        available = sum(len(r.records) for r in results.values())
+        failed = any(r.error is not ErrorCode.NONE for r in results.values())
+        if params.max_wait_ms <= 0 or failed or available >= params.min_bytes:
+            return results
+        op = DelayedFetch(params.max_wait_ms, params.min_bytes, lambda: self._read_all(params, {}))
+        return await self.fetch_purgatory.wait(op, [r.tp for r in params.partitions])
+
+    def _read_all(
+        self, params: FetchParams, leader_leos: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, FetchPartitionResult]:
+        budget = params.max_bytes
+        results: dict[TopicPartition, FetchPartitionResult] = {}
+        any_data = False
+        for req in params.partitions:
+            result = self._read_partition(
+                req, params.is_follower, budget, not any_data, leader_leos
+            )
+            results[req.tp] = result
+            budget -= len(result.records)
+            any_data = any_data or bool(result.records)
+        return results
+
+    def _read_partition(
+        self,
+        req: FetchPartitionRequest,
+        is_follower: bool,
+        budget: int,
+        first_with_data: bool,
+        leader_leos: dict[TopicPartition, int],
+    ) -> FetchPartitionResult:
+        hosted = self.partitions.get(req.tp)
+        if hosted is None:
+            return FetchPartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        p, log = hosted.partition, hosted.log
+        error = p.check_current_leader_epoch(req.current_leader_epoch)
+        if error is ErrorCode.NONE and not p.is_leader:
+            error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if error is not ErrorCode.NONE:
+            return FetchPartitionResult(error)
+        hw, start = p.high_watermark, log.log_start_offset
+        leader_leos[req.tp] = log.log_end_offset
+        max_bytes = min(req.max_bytes, budget)
+        if max_bytes <= 0 and not first_with_data:
+            return FetchPartitionResult(ErrorCode.NONE, hw, start)
+        try:
+            data = log.read(req.fetch_offset, max(max_bytes, 1), None if is_follower else hw)
+        except OffsetOutOfRange:
+            return FetchPartitionResult(ErrorCode.OFFSET_OUT_OF_RANGE, hw, start)
+        return FetchPartitionResult(ErrorCode.NONE, hw, start, data)
+
+    def _update_follower(
+        self, follower: int, req: FetchPartitionRequest, fetch_time: int, leader_leo: int
+    ) -> None:
+        hosted = self.partitions[req.tp]
+        out = hosted.partition.update_follower_fetch_state(
+            follower,
+            fetch_offset=req.fetch_offset,
+            log_start_offset=req.log_start_offset,
+            fetch_time_ms=fetch_time,
+            leader_end_offset=leader_leo,
+            local_leo=hosted.log.log_end_offset,
+        )
+        if out.propose_isr is not None:
+            self.isr.write_isr_soon(out.propose_isr)
+        if out.hw_changed:
+            hw = hosted.partition.high_watermark
+            slog.event("hw_advanced", tp=str(req.tp), high_watermark=hw, cause="follower_fetch")
+            self.on_partition_changed(req.tp)
+
+    # ---- other reads ----------------------------------------------------------------------
+
+    def _leader_or_error(
+        self, tp: TopicPartition, current_leader_epoch: int | None
+    ) -> HostedPartition | ErrorCode:
+        hosted = self.partitions.get(tp)
+        if hosted is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        error = hosted.partition.check_current_leader_epoch(current_leader_epoch)
+        if error is ErrorCode.NONE and not hosted.partition.is_leader:
+            error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return hosted if error is ErrorCode.NONE else error
+
+    def list_offset(
+        self, tp: TopicPartition, timestamp: int, current_leader_epoch: int | None, replica_id: int
+    ) -> ListOffsetResult:
+        found = self._leader_or_error(tp, current_leader_epoch)
+        if isinstance(found, ErrorCode):
+            return ListOffsetResult(found)
+        p, log = found.partition, found.log
+        if timestamp == EARLIEST_TIMESTAMP:
+            return ListOffsetResult(ErrorCode.NONE, log.log_start_offset, -1, p.leader_epoch)
+        if timestamp == LATEST_TIMESTAMP:
+            if replica_id >= 0:  # a follower asks for the leader's LEO (reference §4.5)
+                return ListOffsetResult(ErrorCode.NONE, log.log_end_offset, -1, p.leader_epoch)
+            error, offset = p.latest_offset_for_clients()
+            return ListOffsetResult(error, offset, -1, p.leader_epoch)
+        if timestamp < 0:
+            return ListOffsetResult(ErrorCode.INVALID_REQUEST)
+        # No time index: the first committed batch whose max timestamp reaches the target.
+        for batch in log.batches():
+            if batch.max_timestamp >= timestamp and batch.base_offset < p.high_watermark:
+                return ListOffsetResult(
+                    ErrorCode.NONE, batch.base_offset, batch.max_timestamp, p.leader_epoch
+                )
+        return ListOffsetResult(ErrorCode.NONE, -1, -1, p.leader_epoch)
+
+    def last_offset_for_leader_epoch(
+        self, tp: TopicPartition, leader_epoch: int, current_leader_epoch: int | None
+    ) -> EpochEndOffsetResult:
+        """OffsetsForLeaderEpoch on the leader (reference §4.4, leader side)."""
+        found = self._leader_or_error(tp, current_leader_epoch)
+        if isinstance(found, ErrorCode):
+            return EpochEndOffsetResult(found)
+        epoch, end = found.log.epoch_cache.end_offset_for(leader_epoch, found.log.log_end_offset)
+        return EpochEndOffsetResult(ErrorCode.NONE, epoch, end)
+
+    # ---- control (reference §3.3, §3.4) ---------------------------------------------------
+
+    def check_control_header(self, header: ControlHeader) -> ErrorCode:
+        if header.broker_epoch not in (None, -1) and header.broker_epoch < self.broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH
+        if header.controller_epoch < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        self.controller_epoch = header.controller_epoch
+        return ErrorCode.NONE
+
+    async def become_leader_or_follower(
+        self, header: ControlHeader, partitions: list[LeaderAndIsrPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        top = self.check_control_header(header)
+        if top is not ErrorCode.NONE:
+            return top, {p.tp: top for p in partitions}
+        min_isr = await self._min_insync_replicas({p.tp.topic for p in partitions})
+        errors: dict[TopicPartition, ErrorCode] = {}
+        accepted: list[LeaderAndIsrPartition] = []
+        for item in partitions:
+            if self.broker_id not in item.state.replicas:
+                errors[item.tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            hosted = await self._get_or_create(item.tp)
+            hosted.partition.min_insync_replicas = min_isr[item.tp.topic]
+            if item.state.leader_epoch > hosted.partition.leader_epoch:
+                accepted.append(item)
+                errors[item.tp] = ErrorCode.NONE
+            else:
+                # Stale or equal leader epoch: ignored (reference §3.3, pitfall 16).
+                errors[item.tp] = ErrorCode.STALE_CONTROLLER_EPOCH
+        for item in accepted:
+            if item.state.leader == self.broker_id:
+                self._make_leader(item)
+            else:
+                self._make_follower(item)
+        self.first_leader_and_isr.set()
+        return ErrorCode.NONE, errors
+
+    def _make_leader(self, item: LeaderAndIsrPartition) -> None:
+        hosted = self.partitions[item.tp]
+        self.fetchers.remove_partitions([item.tp])
+        was = hosted.partition.leader_id
+        hosted.partition.make_leader(item.state, hosted.log, self.now_ms())
+        slog.event(
+            "became_leader",
+            tp=str(item.tp),
+            leader_epoch=item.state.leader_epoch,
+            isr=list(item.state.isr),
+            previous_leader=was,
+            epoch_start_offset=hosted.partition.leader_epoch_start_offset,
+            high_watermark=hosted.partition.high_watermark,
+        )
+        self.on_partition_changed(item.tp)
+
+    def _make_follower(self, item: LeaderAndIsrPartition) -> None:
+        hosted = self.partitions[item.tp]
+        leader = item.state.leader
+        if not self.metadata.is_alive(leader):
+            # Kafka skips it and only keeps the log (pitfall 17): the controller sends
+            # UpdateMetadata first, so this means the leader is gone again or none exists.
+            slog.event(
+                "follower_skipped", tp=str(item.tp), leader=leader, reason="leader_not_alive"
+            )
+            return
+        self.fetchers.remove_partitions([item.tp])
+        hosted.partition.make_follower(item.state)
+        self.on_partition_changed(item.tp)  # waiting produces answer NOT_LEADER_OR_FOLLOWER
+        # Every epoch change starts with truncation (KAFKA-7164), from the local HW.
+        self.fetchers.add_partition(
+            leader, item.tp, hosted.partition.high_watermark, item.state.leader_epoch
+        )
+        slog.event(
+            "became_follower",
+            tp=str(item.tp),
+            leader=leader,
+            leader_epoch=item.state.leader_epoch,
+            high_watermark=hosted.partition.high_watermark,
+            log_end_offset=hosted.log.log_end_offset,
+        )
+
+    async def _get_or_create(self, tp: TopicPartition) -> HostedPartition:
+        hosted = self.partitions.get(tp)
+        if hosted is not None:
+            return hosted
+        s = self.settings
+        log = await asyncio.to_thread(
+            open_log,
+            self.log_dir,
+            tp,
+            segment_bytes=s.get_int("log.segment.bytes"),
+            max_batch_bytes=s.get_int("message.max.bytes"),
+        )
+        partition = Partition(tp, self.broker_id, self.lag_ms, s.get_int("min.insync.replicas"))
+        partition.initialize_high_watermark(self.checkpointed_hw.get(tp, 0), log)
+        hosted = HostedPartition(partition, log)
+        self.partitions[tp] = hosted
+        slog.event(
+            "log_opened",
+            tp=str(tp),
+            log_start_offset=log.log_start_offset,
+            log_end_offset=log.log_end_offset,
+            high_watermark=partition.high_watermark,
+        )
+        return hosted
+
+    async def _min_insync_replicas(self, topics: set[str]) -> dict[str, int]:
+        """min.insync.replicas per topic: the /config/topics override, else the broker's."""
+        default = self.settings.get_int("min.insync.replicas")
+
+        def read() -> dict[str, int]:
+            out = {}
+            for topic in topics:
+                got = self.store.get_or_none(ConfigEntityZNode.path("topics", topic))
+                config = ConfigEntityZNode.decode(got[0]) if got and got[0] else {}
+                raw = config.get("min.insync.replicas", "")
+                out[topic] = int(raw) if raw.isdigit() else default
+            return out
+
+        return await asyncio.to_thread(read)
+
+    def update_metadata(
+        self,
+        header: ControlHeader,
+        live_brokers: list[LiveBroker],
+        partition_states: list[tuple[TopicPartition, PartitionMetadata]],
+    ) -> ErrorCode:
+        """Reference §3.4: replace the cache unless the controller epoch is stale."""
+        error = self.check_control_header(header)
+        if error is not ErrorCode.NONE:
+            return error
+        deleted = self.metadata.update(header.controller_id, live_brokers, partition_states)
+        slog.event(
+            "metadata_updated",
+            controller_id=header.controller_id,
+            controller_epoch=header.controller_epoch,
+            live_brokers=sorted(b.broker_id for b in live_brokers),
+            partitions=len(partition_states),
+            deleted=[str(tp) for tp in deleted],
+        )
+        return ErrorCode.NONE
+
+    async def stop_replicas(
+        self, header: ControlHeader, partitions: list[StopReplicaPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        top = self.check_control_header(header)
+        if top is not ErrorCode.NONE:
+            return top, {p.tp: top for p in partitions}
+        errors: dict[TopicPartition, ErrorCode] = {}
+        for item in partitions:
+            hosted = self.partitions.get(item.tp)
+            current = hosted.partition.leader_epoch if hosted else NO_EPOCH
+            if item.leader_epoch not in (NO_EPOCH, EPOCH_DURING_DELETE) and (
+                item.leader_epoch <= current
+            ):
+                errors[item.tp] = ErrorCode.FENCED_LEADER_EPOCH
+                continue
+            self.fetchers.remove_partitions([item.tp])
+            self.partitions.pop(item.tp, None)
+            self.on_partition_changed(item.tp)
+            if item.delete:
+                await asyncio.to_thread(
+                    shutil.rmtree, partition_dir(self.log_dir, item.tp), ignore_errors=True
+                )
+                self.checkpointed_hw.pop(item.tp, None)
+            errors[item.tp] = ErrorCode.NONE
+            slog.event("replica_stopped", tp=str(item.tp), deleted=item.delete)
+        return ErrorCode.NONE, errors
+
+
+def _append_refusal(error: ErrorCode, p: Partition) -> str:
+    if error is ErrorCode.NOT_ENOUGH_REPLICAS:
+        return (
+            f"ISR {sorted(p.isr)} has fewer than min.insync.replicas={p.min_insync_replicas}; "
+            "nothing was appended"
+        )
+    return ""

@@ -1,0 +1,366 @@
+"""gRPC servicers: protobuf in, validated internal requests to the replica manager, protobuf out.
+
+Every RPC answers with Kafka error codes; nothing raises across gRPC. An unexpected exception
+is logged and answered with UNKNOWN_SERVER_ERROR, and the broker keeps serving.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from broker.metadata_cache import LiveBroker, PartitionMetadata
+from broker.replica_manager import ReplicaManager
+from broker.replication.partition import PartitionState
+from broker.types import (
+    CONSUMER_REPLICA_ID,
+    ControlHeader,
+    FetchParams,
+    FetchPartitionRequest,
+    LeaderAndIsrPartition,
+    StopReplicaPartition,
+)
+from minibroker.core.errors import ErrorCode
+from minibroker.core.types import NO_LEADER, TopicPartition
+from minibroker.rpc import broker_pb2, broker_pb2_grpc, control_pb2, control_pb2_grpc
+from minibroker.runtime import logging as slog
+from minibroker.runtime.wire import error_to_wire
+
+# Kafka's replica.fetch.wait.max.ms is at most the socket timeout; a client may not park a
+# fetch longer than this on our loop.
+MAX_WAIT_MS = 30_000
+DEBUG_REPLICA_ID = -2
+
+T = TypeVar("T")
+
+
+def _opt(msg: Any, name: str, default: int) -> int:
+    return int(getattr(msg, name)) if msg.HasField(name) else default
+
+
+async def _guarded(
+    rm: ReplicaManager, name: str, handler: Awaitable[T], on_error: Callable[[ErrorCode], T]
+) -> T:
+    started = time.perf_counter()
+    rm.metrics.requests.labels(name).inc()
+    try:
+        return await handler
+    except Exception as exc:  # the broker never crashes on a request
+        slog.event("request_failed", logging.ERROR, request=name, error=repr(exc), exc_info=True)
+        return on_error(ErrorCode.UNKNOWN_SERVER_ERROR)
+    finally:
+        rm.metrics.request_time.labels(name).observe((time.perf_counter() - started) * 1000)
+
+
+class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
+    def __init__(self, rm: ReplicaManager) -> None:
+        self.rm = rm
+
+    # ---- Produce ---------------------------------------------------------------------------
+
+    async def Produce(self, request: Any, context: Any) -> broker_pb2.ProduceResponse:  # noqa: N802
+        def failed(code: ErrorCode) -> broker_pb2.ProduceResponse:
+            return _produce_response({tp: (code, -1, -1, "") for tp in _produce_tps(request)})
+
+        return await _guarded(self.rm, "Produce", self._produce(request), failed)
+
+    async def _produce(self, request: Any) -> broker_pb2.ProduceResponse:
+        batches: dict[TopicPartition, bytes] = {}
+        for t in request.topics:
+            for p in t.partitions:
+                batches[TopicPartition(t.name, p.partition_index)] = bytes(p.records)
+        timeout_ms = max(0, min(int(request.timeout_ms), 10 * MAX_WAIT_MS))
+        results = await self.rm.append_records(int(request.acks), timeout_ms, batches)
+        return _produce_response(
+            {
+                tp: (r.error, r.base_offset, r.log_start_offset, r.message)
+                for tp, r in results.items()
+            }
+        )
+
+    # ---- Fetch -----------------------------------------------------------------------------
+
+    async def Fetch(self, request: Any, context: Any) -> broker_pb2.FetchResponse:  # noqa: N802
+        def failed(code: ErrorCode) -> broker_pb2.FetchResponse:
+            return broker_pb2.FetchResponse(error_code=error_to_wire(code))
+
+        return await _guarded(self.rm, "Fetch", self._fetch(request), failed)
+
+    async def _fetch(self, request: Any) -> broker_pb2.FetchResponse:
+        parts = []
+        for t in request.topics:
+            for p in t.partitions:
+                parts.append(
+                    FetchPartitionRequest(
+                        tp=TopicPartition(t.topic, p.partition),
+                        fetch_offset=int(p.fetch_offset),
+                        max_bytes=max(0, int(p.partition_max_bytes)),
+                        current_leader_epoch=_opt(p, "current_leader_epoch", -1),
+                        log_start_offset=_opt(p, "log_start_offset", -1),
+                    )
+                )
+        params = FetchParams(
+            replica_id=_opt(request, "replica_id", CONSUMER_REPLICA_ID),
+            max_wait_ms=max(0, min(int(request.max_wait_ms), MAX_WAIT_MS)),
+            min_bytes=max(0, int(request.min_bytes)),
+            max_bytes=int(request.max_bytes) if request.max_bytes > 0 else 1 << 30,
+            partitions=tuple(parts),
+        )
+        results = await self.rm.fetch_messages(params)
+        response = broker_pb2.FetchResponse()
+        by_topic: dict[str, Any] = {}
+        for req in params.partitions:
+            r = results[req.tp]
+            topic = by_topic.get(req.tp.topic)
+            if topic is None:
+                topic = by_topic[req.tp.topic] = response.responses.add(topic=req.tp.topic)
+            topic.partitions.add(
+                partition_index=req.tp.partition,
+                error_code=error_to_wire(r.error),
+                high_watermark=r.high_watermark,
+                last_stable_offset=r.high_watermark,
+                log_start_offset=r.log_start_offset,
+                preferred_read_replica=-1,
+                records=r.records,
+            )
+        return response
+
+    # ---- ListOffsets, OffsetsForLeaderEpoch, Metadata, DescribeBroker ----------------------
+
+    async def ListOffsets(self, request: Any, context: Any) -> broker_pb2.ListOffsetsResponse:  # noqa: N802
+        async def handle() -> broker_pb2.ListOffsetsResponse:
+            replica_id = _opt(request, "replica_id", CONSUMER_REPLICA_ID)
+            response = broker_pb2.ListOffsetsResponse()
+            for t in request.topics:
+                out = response.topics.add(name=t.name)
+                for p in t.partitions:
+                    r = self.rm.list_offset(
+                        TopicPartition(t.name, p.partition_index),
+                        int(p.timestamp),
+                        _opt(p, "current_leader_epoch", -1),
+                        replica_id,
+                    )
+                    out.partitions.add(
+                        partition_index=p.partition_index,
+                        error_code=error_to_wire(r.error),
+                        timestamp=r.timestamp,
+                        offset=r.offset,
+                        leader_epoch=r.leader_epoch,
+                    )
+            return response
+
+        def failed(code: ErrorCode) -> broker_pb2.ListOffsetsResponse:
+            return broker_pb2.ListOffsetsResponse()
+
+        return await _guarded(self.rm, "ListOffsets", handle(), failed)
+
+    async def OffsetsForLeaderEpoch(  # noqa: N802
+        self, request: Any, context: Any
+    ) -> broker_pb2.OffsetsForLeaderEpochResponse:
+        async def handle() -> broker_pb2.OffsetsForLeaderEpochResponse:
+            response = broker_pb2.OffsetsForLeaderEpochResponse()
+            for t in request.topics:
+                out = response.topics.add(topic=t.topic)
+                for p in t.partitions:
+                    r = self.rm.last_offset_for_leader_epoch(
+                        TopicPartition(t.topic, p.partition),
+                        int(p.leader_epoch),
+                        _opt(p, "current_leader_epoch", -1),
+                    )
+                    out.partitions.add(
+                        error_code=error_to_wire(r.error),
+                        partition=p.partition,
+                        leader_epoch=r.leader_epoch,
+                        end_offset=r.end_offset,
+                    )
+            return response
+
+        def failed(code: ErrorCode) -> broker_pb2.OffsetsForLeaderEpochResponse:
+            return broker_pb2.OffsetsForLeaderEpochResponse()
+
+        return await _guarded(self.rm, "OffsetsForLeaderEpoch", handle(), failed)
+
+    async def Metadata(self, request: Any, context: Any) -> broker_pb2.MetadataResponse:  # noqa: N802
+        async def handle() -> broker_pb2.MetadataResponse:
+            cache = self.rm.metadata
+            response = broker_pb2.MetadataResponse(controller_id=cache.controller_id)
+            for b in cache.brokers.values():
+                response.brokers.add(node_id=b.broker_id, host=b.host, port=b.port)
+            for topic in list(request.topics) or cache.topics():
+                partitions = cache.partitions_of(topic)
+                t = response.topics.add(name=topic)
+                if not partitions:
+                    t.error_code = error_to_wire(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                for tp, s in partitions:
+                    error = (
+                        ErrorCode.LEADER_NOT_AVAILABLE
+                        if s.leader == NO_LEADER
+                        else (ErrorCode.NONE)
+                    )
+                    t.partitions.add(
+                        error_code=error_to_wire(error),
+                        partition_index=tp.partition,
+                        leader_id=s.leader,
+                        leader_epoch=s.leader_epoch,
+                        replica_nodes=s.replicas,
+                        isr_nodes=s.isr,
+                        offline_replicas=s.offline_replicas,
+                    )
+            return response
+
+        def failed(code: ErrorCode) -> broker_pb2.MetadataResponse:
+            return broker_pb2.MetadataResponse(controller_id=-1)
+
+        return await _guarded(self.rm, "Metadata", handle(), failed)
+
+    async def DescribeBroker(self, request: Any, context: Any) -> broker_pb2.DescribeBrokerResponse:  # noqa: N802
+        rm = self.rm
+        return broker_pb2.DescribeBrokerResponse(
+            error_code=error_to_wire(ErrorCode.NONE),
+            broker_id=rm.broker_id,
+            broker_epoch=rm.broker_epoch,
+            zookeeper_connect=rm.settings.get_str("zookeeper.connect"),
+            profile=rm.settings.profile,
+            config=rm.settings.as_strings(),
+        )
+
+
+def _produce_tps(request: Any) -> list[TopicPartition]:
+    return [TopicPartition(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+
+
+def _produce_response(
+    results: dict[TopicPartition, tuple[ErrorCode, int, int, str]],
+) -> broker_pb2.ProduceResponse:
+    response = broker_pb2.ProduceResponse()
+    by_topic: dict[str, Any] = {}
+    for tp, (error, base_offset, log_start, message) in results.items():
+        topic = by_topic.get(tp.topic)
+        if topic is None:
+            topic = by_topic[tp.topic] = response.responses.add(name=tp.topic)
+        topic.partitions.add(
+            partition_index=tp.partition,
+            error_code=error_to_wire(error),
+            base_offset=base_offset,
+            log_append_time_ms=-1,
+            log_start_offset=log_start,
+            error_message=message,
+        )
+    return response
+
+
+class ControlServicer(control_pb2_grpc.ControlServicer):  # type: ignore[misc]
+    """LeaderAndIsr, UpdateMetadata and StopReplica from the controller (reference §3.3, §3.4)."""
+
+    def __init__(self, rm: ReplicaManager) -> None:
+        self.rm = rm
+
+    @staticmethod
+    def _header(request: Any) -> ControlHeader:
+        return ControlHeader(
+            controller_id=int(request.controller_id),
+            controller_epoch=int(request.controller_epoch),
+            broker_epoch=_opt(request, "broker_epoch", -1),
+        )
+
+    async def LeaderAndIsr(self, request: Any, context: Any) -> control_pb2.LeaderAndIsrResponse:  # noqa: N802
+        async def handle() -> control_pb2.LeaderAndIsrResponse:
+            partitions = [
+                LeaderAndIsrPartition(
+                    TopicPartition(t.topic_name, p.partition_index),
+                    PartitionState(
+                        leader=p.leader,
+                        leader_epoch=p.leader_epoch,
+                        isr=tuple(p.isr),
+                        replicas=tuple(p.replicas),
+                        zk_version=p.zk_version,
+                        controller_epoch=p.controller_epoch,
+                    ),
+                )
+                for t in request.topic_states
+                for p in t.partition_states
+            ]
+            top, errors = await self.rm.become_leader_or_follower(self._header(request), partitions)
+            response = control_pb2.LeaderAndIsrResponse(error_code=error_to_wire(top))
+            for tp, error in errors.items():
+                response.partition_errors.add(
+                    topic_name=tp.topic,
+                    partition_index=tp.partition,
+                    error_code=error_to_wire(error),
+                )
+            return response
+
+        def failed(code: ErrorCode) -> control_pb2.LeaderAndIsrResponse:
+            return control_pb2.LeaderAndIsrResponse(error_code=error_to_wire(code))
+
+        return await _guarded(self.rm, "LeaderAndIsr", handle(), failed)
+
+    async def UpdateMetadata(
+        self, request: Any, context: Any
+    ) -> control_pb2.UpdateMetadataResponse:  # noqa: N802
+        async def handle() -> control_pb2.UpdateMetadataResponse:
+            brokers = []
+            for b in request.live_brokers:
+                ep = next(iter(b.endpoints), None)
+                if ep is not None:
+                    rack = b.rack if b.HasField("rack") else None
+                    brokers.append(LiveBroker(b.id, ep.host, ep.port, rack))
+            states = [
+                (
+                    TopicPartition(t.topic_name, p.partition_index),
+                    PartitionMetadata(
+                        leader=p.leader,
+                        leader_epoch=p.leader_epoch,
+                        isr=tuple(p.isr),
+                        replicas=tuple(p.replicas),
+                        offline_replicas=tuple(p.offline_replicas),
+                        zk_version=p.zk_version,
+                        controller_epoch=p.controller_epoch,
+                    ),
+                )
+                for t in request.topic_states
+                for p in t.partition_states
+            ]
+            error = self.rm.update_metadata(self._header(request), brokers, states)
+            return control_pb2.UpdateMetadataResponse(error_code=error_to_wire(error))
+
+        def failed(code: ErrorCode) -> control_pb2.UpdateMetadataResponse:
+            return control_pb2.UpdateMetadataResponse(error_code=error_to_wire(code))
+
+        return await _guarded(self.rm, "UpdateMetadata", handle(), failed)
+
+    async def StopReplica(self, request: Any, context: Any) -> control_pb2.StopReplicaResponse:  # noqa: N802
+        async def handle() -> control_pb2.StopReplicaResponse:
+            partitions = [
+                StopReplicaPartition(
+                    TopicPartition(t.topic_name, p.partition_index),
+                    _opt(p, "leader_epoch", -1),
+                    bool(p.delete_partition),
+                )
+                for t in request.topic_states
+                for p in t.partition_states
+            ]
+            top, errors = await self.rm.stop_replicas(self._header(request), partitions)
+            response = control_pb2.StopReplicaResponse(error_code=error_to_wire(top))
+            for tp, error in errors.items():
+                response.partition_errors.add(
+                    topic_name=tp.topic,
+                    partition_index=tp.partition,
+                    error_code=error_to_wire(error),
+                )
+            return response
+
+        def failed(code: ErrorCode) -> control_pb2.StopReplicaResponse:
+            return control_pb2.StopReplicaResponse(error_code=error_to_wire(code))
+
+        return await _guarded(self.rm, "StopReplica", handle(), failed)
+
+    async def ControlledShutdown(  # noqa: N802
+        self, request: Any, context: Any
+    ) -> control_pb2.ControlledShutdownResponse:
+        return control_pb2.ControlledShutdownResponse(
+            error_code=error_to_wire(ErrorCode.NOT_CONTROLLER),
+            error_message="brokers do not handle ControlledShutdown; send it to the controller",
+        )
