@@ -1,7 +1,9 @@
 """How client-side commands find the cluster: --zk, --bootstrap, --dir, or the environment.
 
-Precedence: --zk, then --bootstrap (ask that broker for its zookeeper.connect), then an
-explicit --dir; then $MINIBROKER_ZK, $MINIBROKER_BOOTSTRAP; then the default cluster dir.
+ZooKeeper (`zk_connect`): --zk, then --bootstrap (ask that broker for its zookeeper.connect),
+then an explicit --dir; then $MINIBROKER_ZK, $MINIBROKER_BOOTSTRAP; then the default cluster dir.
+Brokers (`bootstrap_servers`): --bootstrap, then --zk (the registrations under /brokers/ids),
+then an explicit --dir; then $MINIBROKER_BOOTSTRAP, $MINIBROKER_ZK; then the default cluster dir.
 """
 
 from __future__ import annotations
@@ -11,7 +13,16 @@ import os
 from pathlib import Path
 
 from minibroker.client.admin import BrokerUnreachable, describe_broker
-from minibroker.localcluster import DEFAULT_DIR, STATE_FILE, ClusterError, ClusterState
+from minibroker.client.channels import parse_bootstrap
+from minibroker.core.zk_layout import (
+    BrokerIdsZNode,
+    BrokerIdZNode,
+    BrokerRegistration,
+    ZNodeFormatError,
+    parse_endpoint,
+)
+from minibroker.localcluster import DEFAULT_DIR, STATE_FILE, ClusterError, ClusterState, zk_session
+from minibroker.runtime.zk_store import ZkNoNode
 
 
 def default_dir() -> Path:
@@ -60,4 +71,72 @@ def zk_connect(args: argparse.Namespace) -> str:
     raise ClusterError(
         "cannot find the cluster: give --zk HOST:PORT, --bootstrap HOST:PORT or --dir DIR "
         "(or set MINIBROKER_ZK / MINIBROKER_BOOTSTRAP)"
+    )
+
+
+def _bootstrap_list(value: str, source: str) -> list[str]:
+    try:
+        return parse_bootstrap(value)
+    except ValueError as exc:
+        raise ClusterError(f"bad {source}: {exc}") from None
+
+
+def _registered_address(reg: BrokerRegistration) -> str | None:
+    # Brokers register one endpoint; its listener need not be called PLAINTEXT.
+    endpoint = reg.endpoint()
+    if endpoint is None and reg.endpoints:
+        _, host, port = parse_endpoint(reg.endpoints[0])
+        endpoint = (host, port)
+    if endpoint is None:
+        return None
+    host, port = endpoint
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def brokers_in_zookeeper(zk_connect_string: str) -> list[str]:
+    """host:port of every broker registered under /brokers/ids, by broker id."""
+    addresses = []
+    with zk_session(zk_connect_string) as zk:
+        try:
+            ids = sorted(int(c) for c in zk.children(BrokerIdsZNode.path) if c.isdigit())
+        except ZkNoNode:
+            ids = []
+        for broker_id in ids:
+            try:
+                data, _ = zk.get(BrokerIdZNode.path(broker_id))
+                reg = BrokerIdZNode.decode(broker_id, data)
+            except (ZkNoNode, ZNodeFormatError):
+                continue  # went away meanwhile, or not a registration we can read
+            address = _registered_address(reg)
+            if address is not None:
+                addresses.append(address)
+    if not addresses:
+        raise ClusterError(f"no broker is registered in ZooKeeper at {zk_connect_string}")
+    return addresses
+
+
+def brokers_in_dir(path: Path) -> list[str]:
+    addresses = [p.address for p in ClusterState.load(path).by_role("broker")]
+    if not addresses:
+        raise ClusterError(f"the cluster in {path} has no brokers")
+    return addresses
+
+
+def bootstrap_servers(args: argparse.Namespace) -> list[str]:
+    """Broker addresses for the producer and consumer (see the module docstring for order)."""
+    if args.bootstrap:
+        return _bootstrap_list(str(args.bootstrap), "--bootstrap")
+    if args.zk:
+        return brokers_in_zookeeper(str(args.zk))
+    if args.dir is not None:
+        return brokers_in_dir(args.dir)
+    if os.environ.get("MINIBROKER_BOOTSTRAP"):
+        return _bootstrap_list(os.environ["MINIBROKER_BOOTSTRAP"], "$MINIBROKER_BOOTSTRAP")
+    if os.environ.get("MINIBROKER_ZK"):
+        return brokers_in_zookeeper(os.environ["MINIBROKER_ZK"])
+    if (default_dir() / STATE_FILE).exists():
+        return brokers_in_dir(default_dir())
+    raise ClusterError(
+        "cannot find a broker: give --bootstrap HOST:PORT, --zk HOST:PORT or --dir DIR "
+        "(or set MINIBROKER_BOOTSTRAP / MINIBROKER_ZK)"
     )

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from minibroker.cli import cluster, demo, events, zk
+from minibroker.cli import cluster, consume, demo, events, produce, zk
+from minibroker.client.errors import ClientError
 from minibroker.localcluster import ClusterError
 from minibroker.runtime.settings import ConfigError
 from minibroker.runtime.zk_server import ZooKeeperNotFound
@@ -20,6 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     cluster.add_parser(sub)
     zk.add_parser(sub)
+    produce.add_parser(sub)
+    consume.add_parser(sub)
     events.add_parser(sub)
     demo.add_parser(sub)
     return parser
@@ -32,6 +36,16 @@ def main(argv: list[str] | None = None) -> int:
     except (ClusterError, ConfigError, ZooKeeperNotFound, ZkError) as exc:
         print(f"minibroker: {exc}", file=sys.stderr)
         return 1
+    except ClientError as exc:
+        # gRPC details can span lines; the error stays one line.
+        print(f"minibroker: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`consume | head`): stop quietly, as `cat` would.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     return code
 
 
