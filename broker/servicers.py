@@ -251,6 +251,13 @@ def _produce_response(
     return response
 
 
+def _add_partition_errors(response: Any, errors: dict[TopicPartition, ErrorCode]) -> None:
+    for tp, error in errors.items():
+        response.partition_errors.add(
+            topic_name=tp.topic, partition_index=tp.partition, error_code=error_to_wire(error)
+        )
+
+
 class ControlServicer(control_pb2_grpc.ControlServicer):  # type: ignore[misc]
     """LeaderAndIsr, UpdateMetadata and StopReplica from the controller (reference §3.3, §3.4)."""
 
@@ -284,12 +291,7 @@ class ControlServicer(control_pb2_grpc.ControlServicer):  # type: ignore[misc]
             ]
             top, errors = await self.rm.become_leader_or_follower(self._header(request), partitions)
             response = control_pb2.LeaderAndIsrResponse(error_code=error_to_wire(top))
-            for tp, error in errors.items():
-                response.partition_errors.add(
-                    topic_name=tp.topic,
-                    partition_index=tp.partition,
-                    error_code=error_to_wire(error),
-                )
+            _add_partition_errors(response, errors)
             return response
 
         def failed(code: ErrorCode) -> control_pb2.LeaderAndIsrResponse:
@@ -344,12 +346,7 @@ class ControlServicer(control_pb2_grpc.ControlServicer):  # type: ignore[misc]
             ]
             top, errors = await self.rm.stop_replicas(self._header(request), partitions)
             response = control_pb2.StopReplicaResponse(error_code=error_to_wire(top))
-            for tp, error in errors.items():
-                response.partition_errors.add(
-                    topic_name=tp.topic,
-                    partition_index=tp.partition,
-                    error_code=error_to_wire(error),
-                )
+            _add_partition_errors(response, errors)
             return response
 
         def failed(code: ErrorCode) -> control_pb2.StopReplicaResponse:

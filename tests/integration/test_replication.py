@@ -73,16 +73,20 @@ def wait_isr(ctl: FakeController, isr: set[int], timeout_s: float = 20) -> float
     return time.monotonic() - started
 
 
+def produce_committed(leader: str, value: bytes) -> None:
+    wait_until(
+        lambda: produce(leader, TP, batch(value), acks=-1).error is ErrorCode.NONE,
+        timeout_s=20,
+        what="a replicated produce",
+    )
+
+
 def test_acks_all_waits_for_the_hw_consumers_stay_below_it_and_logs_end_identical(
     rc: tuple[Cluster, FakeController],
 ) -> None:
     c, ctl = rc
     leader = addr(c, 1)
-    wait_until(
-        lambda: produce(leader, TP, batch(b"warm-up"), acks=-1).error is ErrorCode.NONE,
-        timeout_s=20,
-        what="the followers to fetch",
-    )
+    produce_committed(leader, b"warm-up")
     for i in range(20):
         out = produce(leader, TP, batch(*[b"r%d-%d" % (i, j) for j in range(5)]), acks=-1)
         assert out.error is ErrorCode.NONE, out
@@ -121,11 +125,7 @@ def test_a_stalled_follower_leaves_the_isr_and_rejoins_with_notifications_and_me
 ) -> None:
     c, ctl = rc
     leader = addr(c, 1)
-    wait_until(
-        lambda: produce(leader, TP, batch(b"x"), acks=-1).error is ErrorCode.NONE,
-        timeout_s=20,
-        what="the first replicated produce",
-    )
+    produce_committed(leader, b"x")
     assert isr_change_nodes(c.zk) == []
     c.cli("cluster", "pause", "broker-3")
     paused_at = time.monotonic()
@@ -165,11 +165,7 @@ def test_min_insync_replicas_refuses_acks_all_with_the_leader_alone(
 ) -> None:
     c, ctl = rc
     leader = addr(c, 1)
-    wait_until(
-        lambda: produce(leader, TP, batch(b"x"), acks=-1).error is ErrorCode.NONE,
-        timeout_s=20,
-        what="the first replicated produce",
-    )
+    produce_committed(leader, b"x")
     c.cli("cluster", "pause", "broker-2")
     c.cli("cluster", "pause", "broker-3")
     try:
@@ -194,11 +190,7 @@ def test_a_parked_consumer_fetch_returns_as_soon_as_a_produce_commits(
 ) -> None:
     c, _ = rc
     leader = addr(c, 1)
-    wait_until(
-        lambda: produce(leader, TP, batch(b"x"), acks=-1).error is ErrorCode.NONE,
-        timeout_s=20,
-        what="the first replicated produce",
-    )
+    produce_committed(leader, b"x")
     _, hw = list_offset(leader, TP)
 
     def parked_fetch() -> tuple[Fetched, float]:
@@ -216,14 +208,6 @@ def test_a_parked_consumer_fetch_returns_as_soon_as_a_produce_commits(
     print(f"parked fetch returned {waited_ms:.0f} ms after the produce was sent")
     # Woken by the produce: far sooner than max_wait_ms (20 s) would have ended it.
     assert waited_ms < 10_000
-
-
-def produce_committed(leader: str, value: bytes) -> None:
-    wait_until(
-        lambda: produce(leader, TP, batch(value), acks=-1).error is ErrorCode.NONE,
-        timeout_s=20,
-        what="a replicated produce",
-    )
 
 
 def test_a_killed_broker_recovers_its_log_and_hw_from_disk(
@@ -280,11 +264,7 @@ def test_hostile_input_gets_error_codes_and_the_broker_keeps_serving(
 
     c, ctl = rc
     leader = addr(c, 1)
-    wait_until(
-        lambda: produce(leader, TP, batch(b"good"), acks=-1).error is ErrorCode.NONE,
-        timeout_s=20,
-        what="the first replicated produce",
-    )
+    produce_committed(leader, b"good")
     good = segment(c, 1)
     unknown = TopicPartition("nope", 0)
     assert produce(leader, unknown, batch(b"x")).error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
