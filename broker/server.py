@@ -17,6 +17,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
+from broker.controlled_shutdown import controlled_shutdown
 from broker.metadata_dir import InconsistentBrokerId, prepare_log_dir
 from broker.metrics import BrokerMetrics
 from broker.registration import NOT_REGISTERED, BrokerRegistrar
@@ -141,6 +142,8 @@ async def run_broker(settings: Settings) -> int:
     await stop.wait()
 
     slog.event("broker_stopping", broker_id=broker_id)
+    if settings.get_bool("controlled.shutdown.enable") and rm.broker_epoch != NOT_REGISTERED:
+        await controlled_shutdown(store, settings, broker_id, rm.broker_epoch)
     await health.enter_graceful_shutdown()
     await server.stop(grace=1.0)
     await rm.fetchers.stop()

@@ -1,17 +1,21 @@
-"""The controller's single event loop (Kafka's ControllerEventManager), election part.
+"""The controller's single event loop (Kafka's ControllerEventManager).
 
-ZooKeeper watches and session changes only enqueue events; one task processes them one at a
-time, reading ZooKeeper afresh and asking controller.logic what to do.
+ZooKeeper watches, session changes, timers and RPCs only enqueue events; one task processes
+them one at a time. Election and resignation follow reference §5.1; everything the active
+controller does per event is in controller.operations. A fenced write that finds a newer
+controller epoch (ControllerMoved) makes this controller resign at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from controller.broker_channels import ChannelManager
 from controller.logic.election import (
     ActiveEpoch,
     Role,
@@ -20,114 +24,216 @@ from controller.logic.election import (
     next_epoch,
     should_try_election,
 )
-from minibroker.core.zk_layout import PERSISTENT_PATHS, ControllerZNode
+from controller.metrics import ControllerMetrics
+from controller.operations import ControllerOps
+from minibroker.core.errors import ErrorCode
+from minibroker.core.types import TopicPartition
+from minibroker.core.zk_layout import (
+    PERSISTENT_PATHS,
+    BrokerIdsZNode,
+    ControllerZNode,
+    IsrChangeNotificationZNode,
+    PreferredReplicaElectionZNode,
+    TopicsZNode,
+)
 from minibroker.runtime import logging as slog
 from minibroker.runtime.clock import now_ms
-from minibroker.runtime.zk_store import SessionState, Stat, ZkError, ZkStore
+from minibroker.runtime.settings import Settings
+from minibroker.runtime.zk_store import ControllerMoved, SessionState, Stat, ZkError, ZkStore
 
 
 @dataclass(frozen=True)
-class Startup:
-    pass
+class Event:
+    name: str
+    controller_id: int | None = None  # for ControllerChange
+    enqueued: float = field(default_factory=time.monotonic)
 
 
 @dataclass(frozen=True)
-class ControllerChange:
-    """/controller was created, changed or deleted (controller_id None = deleted)."""
-
-    controller_id: int | None
-
-
-@dataclass(frozen=True)
-class Expire:
-    """Our ZooKeeper session expired: its ephemeral /controller (if ours) is gone."""
+class ControlledShutdown(Event):
+    broker_id: int = -1
+    broker_epoch: int = -1
+    reply: asyncio.Future[tuple[ErrorCode, list[TopicPartition]]] | None = None
 
 
-@dataclass(frozen=True)
-class Reconnected:
-    """A new session after an expiry: stand for election again."""
-
-
-ControllerEvent = Startup | ControllerChange | Expire | Reconnected
+# Events only the active controller acts on, mapped to their operation.
+ACTIVE_EVENTS = (
+    "BrokerChange",
+    "TopicChange",
+    "IsrChangeNotification",
+    "PreferredReplicaElection",
+    "AutoPreferredReplicaLeaderElection",
+)
 
 
 class ControllerEventLoop:
     def __init__(
         self,
         store: ZkStore,
+        settings: Settings,
         controller_id: int,
         on_role: Callable[[Role], Awaitable[None]],
+        metrics: ControllerMetrics,
     ) -> None:
         self._store = store
+        self.settings = settings
         self.controller_id = controller_id
         self._on_role = on_role
-        self._queue: asyncio.Queue[ControllerEvent] = asyncio.Queue()
+        self.metrics = metrics
+        self._queue: asyncio.Queue[Event] = asyncio.Queue()
         self._loop = asyncio.get_running_loop()
         self.role = Role.STANDBY
         self.active: ActiveEpoch | None = None
         self._session_lost = False
         self._closing = False
+        self.channels = ChannelManager(controller_id)
+        self.ops = ControllerOps(store, settings, controller_id, self.channels, metrics)
+        self._rebalance: asyncio.Task[None] | None = None
 
     # ---- producers of events (any thread) ----------------------------------------------------
 
-    def _enqueue_threadsafe(self, event: ControllerEvent) -> None:
-        self._loop.call_soon_threadsafe(self._queue.put_nowait, event)
+    def enqueue(self, event: Event) -> None:
+        self._queue.put_nowait(event)
+        self.metrics.queue_size.set(self._queue.qsize())
+
+    def _enqueue_threadsafe(self, event: Event) -> None:
+        self._loop.call_soon_threadsafe(self.enqueue, event)
 
     def _on_controller_znode(self, data: bytes | None, _stat: Stat | None) -> None:
         controller_id = ControllerZNode.decode(data) if data else None
-        self._enqueue_threadsafe(ControllerChange(controller_id))
+        self._enqueue_threadsafe(Event("ControllerChange", controller_id))
 
     def _on_session(self, state: SessionState) -> None:
         if self._closing:
             return
         if state is SessionState.LOST:
             self._session_lost = True
-            self._enqueue_threadsafe(Expire())
+            self._enqueue_threadsafe(Event("Expire"))
         elif state is SessionState.CONNECTED and self._session_lost:
             self._session_lost = False
-            self._enqueue_threadsafe(Reconnected())
+            self._enqueue_threadsafe(Event("Reconnected"))
+
+    def _watch_children(self, path: str, name: str) -> None:
+        self._store.watch_children(path, lambda _children: self._enqueue_threadsafe(Event(name)))
+
+    def _watch_exists(self, path: str, name: str) -> None:
+        def fired(data: bytes | None, stat: Stat | None) -> None:
+            if stat is not None:
+                self._enqueue_threadsafe(Event(name))
+
+        self._store.watch_data(path, fired)
+
+    async def controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> tuple[ErrorCode, list[TopicPartition]]:
+        """The ControlledShutdown RPC: queued like every other event (reference §5.8)."""
+        if self.role is not Role.ACTIVE:
+            return ErrorCode.NOT_CONTROLLER, []
+        reply: asyncio.Future[tuple[ErrorCode, list[TopicPartition]]] = self._loop.create_future()
+        self.enqueue(
+            ControlledShutdown(
+                "ControlledShutdown", None, time.monotonic(), broker_id, broker_epoch, reply
+            )
+        )
+        return await reply
 
     # ---- the loop ----------------------------------------------------------------------------
 
     async def run(self) -> None:
         self._store.add_state_listener(self._on_session)
         await asyncio.to_thread(self._store.ensure_paths, PERSISTENT_PATHS)
-        self._queue.put_nowait(Startup())
-        await asyncio.to_thread(
-            self._store.watch_data, ControllerZNode.path, self._on_controller_znode
-        )
+        self.enqueue(Event("Startup"))
+
+        def register_watches() -> None:
+            # Registered once; kazoo re-arms them after a session expiry. Handlers act only
+            # while this controller is active (Kafka registers them in onControllerFailover).
+            self._store.watch_data(ControllerZNode.path, self._on_controller_znode)
+            self._watch_children(BrokerIdsZNode.path, "BrokerChange")
+            self._watch_children(TopicsZNode.path, "TopicChange")
+            self._watch_children(IsrChangeNotificationZNode.path, "IsrChangeNotification")
+            self._watch_exists(PreferredReplicaElectionZNode.path, "PreferredReplicaElection")
+
+        await asyncio.to_thread(register_watches)
         while True:
             event = await self._queue.get()
+            self.metrics.queue_size.set(self._queue.qsize())
+            self.metrics.queue_time.observe((time.monotonic() - event.enqueued) * 1000)
             try:
                 await self._process(event)
+            except ControllerMoved as exc:
+                await self._resign("controller_moved", error=str(exc))
+                self._answer(event, ErrorCode.NOT_CONTROLLER)
             except ZkError as exc:
-                # Connection trouble mid-event: the session listener will enqueue what follows.
+                # Connection trouble mid-event: the session listener enqueues what follows.
                 slog.event(
                     "controller_event_failed",
                     logging.WARNING,
-                    event_type=type(event).__name__,
+                    event_type=event.name,
                     error=str(exc),
                 )
+                self._answer(event, ErrorCode.UNKNOWN_SERVER_ERROR)
+            except Exception as exc:  # an event must never kill the controller
+                slog.event(
+                    "controller_event_failed",
+                    logging.ERROR,
+                    event_type=event.name,
+                    error=repr(exc),
+                    exc_info=True,
+                )
+                self._answer(event, ErrorCode.UNKNOWN_SERVER_ERROR)
+
+    @staticmethod
+    def _answer(event: Event, code: ErrorCode) -> None:
+        if isinstance(event, ControlledShutdown) and event.reply and not event.reply.done():
+            event.reply.set_result((code, []))
 
     def close(self) -> None:
         self._closing = True
 
-    async def _process(self, event: ControllerEvent) -> None:
-        if isinstance(event, Expire):
+    async def shutdown(self) -> None:
+        if self._rebalance is not None:
+            self._rebalance.cancel()
+        await self.channels.close_all()
+
+    async def _process(self, event: Event) -> None:
+        if event.name == "Expire":
             await self._resign("zk_session_expired")
             return
+        if isinstance(event, ControlledShutdown):
+            result: tuple[ErrorCode, list[TopicPartition]] = (ErrorCode.NOT_CONTROLLER, [])
+            if self.role is Role.ACTIVE:
+                result = await self.ops.on_controlled_shutdown(event.broker_id, event.broker_epoch)
+            if event.reply is not None and not event.reply.done():
+                event.reply.set_result(result)
+            return
+        if event.name in ACTIVE_EVENTS:
+            if self.role is Role.ACTIVE:
+                await self._active_event(event.name)
+            return
+        # Startup, ControllerChange, Reconnected: Kafka's elect() / maybeResign().
         current = await asyncio.to_thread(self._store.read_controller)
         if must_resign(self.role, self.controller_id, current):
             await self._resign("controller_moved", new_controller=current)
         if self.role is Role.STANDBY and should_try_election(current):
             await self._elect()
-        elif self.role is Role.STANDBY and isinstance(event, Startup | Reconnected):
+        elif self.role is Role.STANDBY and event.name in ("Startup", "Reconnected"):
             slog.event(
                 "controller_standby",
                 controller_id=self.controller_id,
                 active=current,
                 reason="controller_exists",
             )
+
+    async def _active_event(self, name: str) -> None:
+        ops = self.ops
+        handlers: dict[str, Callable[[], Awaitable[Any]]] = {
+            "BrokerChange": ops.on_broker_change,
+            "TopicChange": ops.on_topic_change,
+            "IsrChangeNotification": ops.on_isr_change_notification,
+            "PreferredReplicaElection": ops.on_preferred_replica_election,
+            "AutoPreferredReplicaLeaderElection": ops.on_auto_rebalance,
+        }
+        await handlers[name]()
 
     async def _elect(self) -> None:
         epoch, epoch_zk_version = await asyncio.to_thread(self._store.ensure_controller_epoch)
@@ -156,6 +262,7 @@ class ControllerEventLoop:
             new_zk_version = now_epoch[1]
         self.role = Role.ACTIVE
         self.active = ActiveEpoch(attempted, new_zk_version)
+        self.metrics.active.set(1)
         slog.event(
             "controller_elected",
             controller_id=self.controller_id,
@@ -163,6 +270,24 @@ class ControllerEventLoop:
             epoch_zk_version=new_zk_version,
         )
         await self._on_role(Role.ACTIVE)
+        await self.ops.on_failover(attempted, new_zk_version)
+        self._start_rebalance_timer()
+        slog.event(
+            "controller_failover_complete", controller_id=self.controller_id, epoch=attempted
+        )
+
+    def _start_rebalance_timer(self) -> None:
+        if not self.settings.get_bool("auto.leader.rebalance.enable"):
+            return
+        period_s = self.settings.get_int("leader.imbalance.check.interval.seconds")
+
+        async def tick() -> None:
+            await asyncio.sleep(5)  # Kafka's first check comes 5 s after failover
+            while True:
+                self.enqueue(Event("AutoPreferredReplicaLeaderElection"))
+                await asyncio.sleep(period_s)
+
+        self._rebalance = asyncio.ensure_future(tick())
 
     async def _resign(self, reason: str, **fields: Any) -> None:
         if self.role is not Role.ACTIVE:
@@ -177,4 +302,9 @@ class ControllerEventLoop:
         )
         self.role = Role.STANDBY
         self.active = None
+        self.metrics.active.set(0)
+        if self._rebalance is not None:
+            self._rebalance.cancel()
+            self._rebalance = None
+        await self.channels.close_all()  # stop sending at once
         await self._on_role(Role.STANDBY)

@@ -232,7 +232,7 @@ def plan(
         )
     Settings.load(profile=profile, overrides=overrides)  # validate before starting anything
     d = cluster_dir.resolve()
-    free = iter(_free_ports(1 + 2 * brokers + controllers))
+    free = iter(_free_ports(1 + 2 * (brokers + controllers)))
     zk_port = zk_port or next(free)
     state = ClusterState(dir=str(d), zk_connect=f"{HOST}:{zk_port}", profile=profile)
     state.overrides = list(overrides)
@@ -278,7 +278,10 @@ def plan(
             program("broker", n, n, port, ["--log-dir", str(log_dir)], next(free))
         )
     for n in range(1, controllers + 1):
-        state.processes.append(program("controller", n, CONTROLLER_ID_BASE + n, next(free), []))
+        controller_id = CONTROLLER_ID_BASE + n
+        state.processes.append(
+            program("controller", n, controller_id, next(free), [], metrics_port=next(free))
+        )
     return state
 
 

@@ -501,6 +501,33 @@ class ClusterIdZNode:
         return cid
 
 
+# ---- minibroker's own znodes (not Kafka's) ------------------------------------------------------
+
+
+class ControllerEndpointZNode:
+    """/minibroker/controllers/<id>: where a controller process serves gRPC. Kafka's controller
+    is a broker and is found through its broker registration; ours is a separate process, so
+    each controller registers its address here (ephemeral) for brokers' ControlledShutdown."""
+
+    root = "/minibroker/controllers"
+
+    @staticmethod
+    def path(controller_id: int) -> str:
+        return f"{ControllerEndpointZNode.root}/{controller_id}"
+
+    @staticmethod
+    def encode(host: str, port: int) -> bytes:
+        return _dumps({"version": 1, "host": host, "port": port})
+
+    @staticmethod
+    def decode(data: bytes | None) -> tuple[str, int]:
+        obj = _loads(data, "controller endpoint")
+        host = obj.get("host")
+        if not isinstance(host, str):
+            raise ZNodeFormatError("controller endpoint: 'host' must be a string")
+        return host, _int(obj, "port", "controller endpoint")
+
+
 def describe(data: bytes | None) -> str:
     """A human-readable rendering of a znode's data for `minibroker zk tree`."""
     if data is None or data == b"":

@@ -26,6 +26,7 @@ from minibroker.core.zk_layout import (
     ControllerZNode,
     IsrChangeNotificationSequenceZNode,
     TopicPartitionStateZNode,
+    TopicPartitionZNode,
 )
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,10 @@ class ZkNotEmpty(ZkError):
 
 class ZkConnectionError(ZkError):
     """No usable session: not connected, connection lost mid-call, or session expired."""
+
+
+class ControllerMoved(ZkError):
+    """A fenced controller write failed its /controller_epoch check: another controller won."""
 
 
 class BrokerIdAlreadyRegistered(ZkError):
@@ -370,6 +375,57 @@ class ZkStore:
             IsrChangeNotificationSequenceZNode.encode(sorted(partitions)),
             sequential=True,
         )
+
+    # ---- the controller's fenced writes (reference §1.1, §5.1) -------------------------------
+
+    def _fenced(self, epoch_zk_version: int, add_op: Callable[[Any], None]) -> ZkError | None:
+        """Run one multi {check /controller_epoch at our version, <op>}; None on success, the
+        op's error otherwise; ControllerMoved if the check failed."""
+        tx = self._client.transaction()
+        tx.check(ControllerEpochZNode.path, epoch_zk_version)
+        add_op(tx)
+        results = _call(tx.commit)
+        if not isinstance(results[0], Exception) or isinstance(results[0], kz_exc.RolledBackError):
+            return _first_failure(results[1:])
+        raise ControllerMoved(f"/controller_epoch is no longer at version {epoch_zk_version}")
+
+    def create_partition_state_fenced(
+        self, epoch_zk_version: int, tp: TopicPartition, state: LeaderAndIsr
+    ) -> int | None:
+        """Create a new partition's state znode (§1.5); its zkVersion (0), or None if it
+        exists already. Parents are created first with no data, as Kafka does."""
+        self.ensure_paths([TopicPartitionZNode.path(tp)])
+        path = TopicPartitionStateZNode.path(tp)
+        data = TopicPartitionStateZNode.encode(state)
+        error = self._fenced(epoch_zk_version, lambda tx: tx.create(path, data))
+        if error is None:
+            return 0
+        if isinstance(error, ZkNodeExists):
+            return None
+        raise error
+
+    def set_partition_state_fenced(
+        self, epoch_zk_version: int, tp: TopicPartition, state: LeaderAndIsr, expected: int
+    ) -> int | None:
+        """A controller's conditional update of a state znode; the new zkVersion, or None on
+        BADVERSION/NONODE (the caller re-reads and retries, reference §5.5)."""
+        path = TopicPartitionStateZNode.path(tp)
+        data = TopicPartitionStateZNode.encode(state)
+        error = self._fenced(epoch_zk_version, lambda tx: tx.set_data(path, data, version=expected))
+        if error is None:
+            return expected + 1
+        if isinstance(error, ZkBadVersion | ZkNoNode):
+            return None
+        raise error
+
+    def delete_fenced(self, epoch_zk_version: int, path: str) -> bool:
+        """Delete a znode (any version) under the fence; False if it was already gone."""
+        error = self._fenced(epoch_zk_version, lambda tx: tx.delete(path))
+        if error is None:
+            return True
+        if isinstance(error, ZkNoNode):
+            return False
+        raise error
 
     # ---- watches -----------------------------------------------------------------------------
 

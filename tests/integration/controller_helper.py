@@ -1,6 +1,6 @@
-"""A stand-in for the controller until the controller issue lands: it writes partition state to
-ZooKeeper and sends UpdateMetadata then LeaderAndIsr the way Kafka's controller does (reference
-§1.5, §5.9). Test-only: the product's controller lives in controller/."""
+"""Test-only admin and controller moves: creates topics the way an admin tool does (the real
+controller then initialises them), and can force a leader change or resend requests the way
+Kafka's controller would (reference §1.5, §5.9), for tests that need exact control."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from minibroker.core.zk_layout import (
     TopicZNode,
 )
 from minibroker.rpc import control_pb2, control_pb2_grpc
+from minibroker.runtime.waiting import wait_until
 from minibroker.runtime.zk_store import ZkStore
 
 CONTROLLER_ID = 9999
@@ -53,30 +54,28 @@ class FakeController:
         assignment: Mapping[int, Iterable[int]],
         config: Mapping[str, str] | None = None,
     ) -> None:
-        """Assignment, config and initial partition states (leader = first live replica,
-        ISR = live replicas, epoch 0), then UpdateMetadata and LeaderAndIsr."""
+        """Write the topic's config and assignment as an admin tool does, then wait until the
+        controller created every partition's state (reference §1.5) and the leaders know."""
         parts = {p: tuple(r) for p, r in assignment.items()}
-        self.zk.create(
-            TopicZNode.path(topic), TopicZNode.encode(TopicAssignment(parts)), makepath=True
-        )
         if config:
             self.zk.create(
                 ConfigEntityZNode.path("topics", topic),
                 ConfigEntityZNode.encode(config),
                 makepath=True,
             )
-        live = self.live_brokers()
-        for p, replicas in parts.items():
-            tp = TopicPartition(topic, p)
-            self.assignments[tp] = replicas
-            alive = tuple(b for b in replicas if b in live)
-            state = LeaderAndIsr(alive[0], 0, alive, self.epoch)
-            self.zk.create(
-                TopicPartitionStateZNode.path(tp),
-                TopicPartitionStateZNode.encode(state),
-                makepath=True,
-            )
+        self.zk.create(
+            TopicZNode.path(topic), TopicZNode.encode(TopicAssignment(parts)), makepath=True
+        )
         tps = [TopicPartition(topic, p) for p in parts]
+        for tp in tps:
+            self.assignments[tp] = parts[tp.partition]
+        wait_until(
+            lambda: all(self.zk.read_partition_state(tp) is not None for tp in tps),
+            timeout_s=20,
+            what=f"the controller to create {topic}'s partition states",
+        )
+        # The controller sends LeaderAndIsr asynchronously; resending it is harmless (equal
+        # epochs are ignored) and makes the topic usable as soon as this returns.
         self.send_update_metadata()
         self.send_leader_and_isr(tps)
 

@@ -1,0 +1,54 @@
+"""The controller's in-memory view of the cluster (Kafka's ControllerContext), loaded from
+ZooKeeper at failover and kept current by the events the controller processes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from minibroker.core.types import LeaderAndIsr, TopicPartition
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    broker_id: int
+    epoch: int  # czxid of /brokers/ids/<id>
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass
+class ControllerContext:
+    epoch: int = 0
+    epoch_zk_version: int = 0
+    live_brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    shutting_down: set[int] = field(default_factory=set)
+    assignments: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+    states: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
+    topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def live_or_shutting_down(self) -> set[int]:
+        """Every registered broker: the recipients of UpdateMetadata (reference §5.4)."""
+        return set(self.live_brokers)
+
+    def online(self) -> set[int]:
+        """Brokers whose replicas count as online: live and not shutting down (§5.4)."""
+        return set(self.live_brokers) - self.shutting_down
+
+    def topics(self) -> set[str]:
+        return {tp.topic for tp in self.assignments}
+
+    def partitions_of(self, topic: str) -> list[TopicPartition]:
+        return sorted(tp for tp in self.assignments if tp.topic == topic)
+
+    def partitions_on(self, broker_id: int) -> list[TopicPartition]:
+        return sorted(tp for tp, replicas in self.assignments.items() if broker_id in replicas)
+
+    def offline_partitions(self) -> list[TopicPartition]:
+        """Partitions with a state whose leader is not an online broker."""
+        online = self.online()
+        return sorted(tp for tp, s in self.states.items() if s.leader not in online)
+
+    def unclean_allowed(self, topic: str, broker_default: bool) -> bool:
+        raw = self.topic_configs.get(topic, {}).get("unclean.leader.election.enable")
+        return broker_default if raw is None else raw.strip().lower() == "true"

@@ -1,0 +1,474 @@
+"""What the active controller does for each event (Kafka's KafkaController.onXxx, §5.2–§5.8).
+
+Each operation reads ZooKeeper afresh where Kafka does, asks controller.logic for decisions,
+writes them fenced by /controller_epoch's zkVersion, updates the in-memory view and sends one
+request batch. Runs on the controller's event loop, one operation at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+
+from controller.broker_channels import ChannelManager
+from controller.logic import elections
+from controller.logic.batch import RequestBatch
+from controller.logic.context import BrokerInfo, ControllerContext
+from controller.metrics import ControllerMetrics
+from controller.zk_view import read_brokers, read_states, read_topic, read_topics
+from minibroker.core.errors import ErrorCode
+from minibroker.core.types import LeaderAndIsr, TopicPartition
+from minibroker.core.zk_layout import (
+    IsrChangeNotificationSequenceZNode,
+    IsrChangeNotificationZNode,
+    PreferredReplicaElectionZNode,
+)
+from minibroker.runtime import logging as slog
+from minibroker.runtime.settings import Settings
+from minibroker.runtime.zk_store import ZkNoNode, ZkStore
+
+MAX_WRITE_ATTEMPTS = 10
+# Decide the new state from the freshly read one; None = no change possible.
+Decide = Callable[[TopicPartition, LeaderAndIsr], LeaderAndIsr | None]
+
+
+class ControllerOps:
+    def __init__(
+        self,
+        store: ZkStore,
+        settings: Settings,
+        controller_id: int,
+        channels: ChannelManager,
+        metrics: ControllerMetrics,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.controller_id = controller_id
+        self.channels = channels
+        self.metrics = metrics
+        self.ctx = ControllerContext()
+
+    async def _zk(self, fn: Callable[..., object], *args: object) -> object:
+        return await asyncio.to_thread(fn, *args)
+
+    # ---- failover (§5.2) -----------------------------------------------------------------
+
+    async def on_failover(self, epoch: int, epoch_zk_version: int) -> None:
+        self.ctx = ctx = ControllerContext(epoch=epoch, epoch_zk_version=epoch_zk_version)
+        ctx.live_brokers = await asyncio.to_thread(read_brokers, self.store)
+        for topic in await asyncio.to_thread(read_topics, self.store):
+            await self._load_topic(topic)
+        ctx.states = await asyncio.to_thread(read_states, self.store, sorted(ctx.assignments))
+        slog.event(
+            "controller_context_loaded",
+            epoch=epoch,
+            live_brokers=sorted(ctx.live_brokers),
+            topics=sorted(ctx.topics()),
+            partitions=len(ctx.assignments),
+        )
+        # UpdateMetadata to every broker before any LeaderAndIsr, so followers know the
+        # leaders are alive (pitfall 17).
+        first = RequestBatch()
+        first.add_update_metadata(ctx.live_or_shutting_down(), [])
+        self.channels.send(ctx, first)
+        batch = RequestBatch()
+        for tp, _state in sorted(ctx.states.items()):
+            live = [b for b in ctx.assignments[tp] if b in ctx.live_brokers]
+            batch.add_leader_and_isr(live, tp, ctx.live_or_shutting_down())
+        await self._initialize_new_partitions(sorted(ctx.assignments), batch)
+        await self._elect_offline(batch)
+        dead = {b for tp in ctx.assignments for b in ctx.assignments[tp]} - set(ctx.live_brokers)
+        await self._remove_replicas_from_isr(dead, batch)
+        self.channels.send(ctx, batch)
+        await self.on_isr_change_notification(leftover=True)
+        await self.on_preferred_replica_election()
+        self._update_gauges()
+
+    async def _load_topic(self, topic: str) -> list[TopicPartition]:
+        parts, config = await asyncio.to_thread(read_topic, self.store, topic)
+        self.ctx.assignments.update(parts)
+        self.ctx.topic_configs[topic] = config
+        return sorted(parts)
+
+    # ---- writing partition state ---------------------------------------------------------
+
+    async def _write_states(
+        self, tps: Iterable[TopicPartition], decide: Decide
+    ) -> list[TopicPartition]:
+        """For each partition: read the state znode, decide, write it conditionally and fenced;
+        on BADVERSION read again and retry (reference §5.5). Returns the partitions changed."""
+        changed = []
+        for tp in tps:
+            for _attempt in range(MAX_WRITE_ATTEMPTS):
+                fresh = await asyncio.to_thread(self.store.read_partition_state, tp)
+                if fresh is None:
+                    break
+                if fresh.controller_epoch > self.ctx.epoch:
+                    slog.event(
+                        "state_change_failed",
+                        logging.WARNING,
+                        tp=str(tp),
+                        reason="newer controller epoch in the state znode",
+                    )
+                    break
+                new = decide(tp, fresh)
+                if new is None:
+                    self.ctx.states[tp] = fresh
+                    break
+                version = await asyncio.to_thread(
+                    self.store.set_partition_state_fenced,
+                    self.ctx.epoch_zk_version,
+                    tp,
+                    new,
+                    fresh.zk_version,
+                )
+                if version is not None:
+                    self.ctx.states[tp] = replace(new, zk_version=version)
+                    changed.append(tp)
+                    break
+        return changed
+
+    def _send_state(
+        self, batch: RequestBatch, tp: TopicPartition, exclude: Iterable[int] = ()
+    ) -> None:
+        live = [
+            b for b in self.ctx.assignments[tp] if b in self.ctx.live_brokers and b not in exclude
+        ]
+        batch.add_leader_and_isr(live, tp, self.ctx.live_or_shutting_down())
+
+    async def _initialize_new_partitions(
+        self, tps: Iterable[TopicPartition], batch: RequestBatch
+    ) -> None:
+        ctx = self.ctx
+        for tp in tps:
+            if tp in ctx.states:
+                continue
+            state = elections.initial_state(ctx.assignments[tp], ctx.online(), ctx.epoch)
+            if state is None:
+                slog.event(
+                    "partition_stays_new",
+                    logging.WARNING,
+                    tp=str(tp),
+                    reason="no replica is online",
+                )
+                continue
+            version = await asyncio.to_thread(
+                self.store.create_partition_state_fenced, ctx.epoch_zk_version, tp, state
+            )
+            if version is None:  # created meanwhile (e.g. by a previous controller): adopt it
+                existing = await asyncio.to_thread(self.store.read_partition_state, tp)
+                if existing is None:
+                    continue
+                ctx.states[tp] = existing
+            else:
+                ctx.states[tp] = replace(state, zk_version=version)
+                slog.event(
+                    "partition_initialized",
+                    tp=str(tp),
+                    leader=state.leader,
+                    isr=list(state.isr),
+                    leader_epoch=state.leader_epoch,
+                )
+            self._send_state(batch, tp)
+            batch.is_new.add(tp)
+
+    async def _elect_offline(self, batch: RequestBatch) -> list[TopicPartition]:
+        """Offline-partition elections (reference §5.5) for partitions whose leader is gone."""
+        ctx = self.ctx
+        unclean_default = self.settings.get_bool("unclean.leader.election.enable")
+        unclean: set[TopicPartition] = set()
+
+        def decide(tp: TopicPartition, fresh: LeaderAndIsr) -> LeaderAndIsr | None:
+            if fresh.leader in ctx.online():
+                return None  # someone already elected a live leader
+            out = elections.offline_election(
+                ctx.assignments[tp],
+                fresh,
+                ctx.online(),
+                ctx.unclean_allowed(tp.topic, unclean_default),
+                ctx.epoch,
+            )
+            if out is None:
+                return None
+            if out.unclean:
+                unclean.add(tp)
+            return out.state
+
+        started = time.perf_counter()
+        offline = ctx.offline_partitions()
+        changed = await self._write_states(offline, decide)
+        for tp in changed:
+            self._send_state(batch, tp)
+            s = ctx.states[tp]
+            slog.event(
+                "leader_elected",
+                tp=str(tp),
+                leader=s.leader,
+                leader_epoch=s.leader_epoch,
+                isr=list(s.isr),
+                strategy="offline",
+                unclean=tp in unclean,
+            )
+            if tp in unclean:
+                self.metrics.unclean_elections.inc()
+        for tp in set(offline) - set(changed):
+            failed = ctx.states.get(tp)
+            slog.event(
+                "leader_election_failed",
+                logging.WARNING,
+                tp=str(tp),
+                isr=list(failed.isr) if failed else None,
+                reason="no live ISR member",
+            )
+        if offline:
+            self.metrics.elections.observe((time.perf_counter() - started) * 1000)
+        return changed
+
+    async def _remove_replicas_from_isr(self, brokers: set[int], batch: RequestBatch) -> None:
+        """Reference §5.6: ISR removal of offline replicas, epoch + 1, never an empty ISR."""
+        ctx = self.ctx
+        for b in sorted(brokers):
+            tps = [tp for tp in ctx.partitions_on(b) if tp in ctx.states]
+
+            def decide(tp: TopicPartition, fresh: LeaderAndIsr, b: int = b) -> LeaderAndIsr | None:
+                return elections.remove_from_isr(fresh, b, ctx.epoch)
+
+            for tp in await self._write_states(tps, decide):
+                s = ctx.states[tp]
+                slog.event(
+                    "replica_removed_from_isr",
+                    tp=str(tp),
+                    replica=b,
+                    leader=s.leader,
+                    isr=list(s.isr),
+                    leader_epoch=s.leader_epoch,
+                )
+                self._send_state(batch, tp, exclude=[b])
+
+    # ---- broker membership (§5.3) --------------------------------------------------------
+
+    async def on_broker_change(self) -> None:
+        ctx = self.ctx
+        started = time.perf_counter()
+        current = await asyncio.to_thread(read_brokers, self.store)
+        new = set(current) - set(ctx.live_brokers)
+        dead = set(ctx.live_brokers) - set(current)
+        bounced = {
+            b
+            for b in set(current) & set(ctx.live_brokers)
+            if current[b].epoch > ctx.live_brokers[b].epoch
+        }
+        if not (new or dead or bounced):
+            ctx.live_brokers = current  # a data change only
+            return
+        slog.event("broker_change", new=sorted(new), dead=sorted(dead), bounced=sorted(bounced))
+        if dead or bounced:
+            for b in dead | bounced:
+                ctx.live_brokers.pop(b, None)
+                ctx.shutting_down.discard(b)
+            batch = RequestBatch()
+            lost_leaders = await self._elect_offline(batch)
+            await self._remove_replicas_from_isr(dead | bounced, batch)
+            if not lost_leaders:
+                batch.add_update_metadata(ctx.live_or_shutting_down(), [])
+            self.channels.send(ctx, batch)
+        if new or bounced:
+            await self._on_broker_startup(new | bounced, current)
+        ctx.live_brokers = current
+        self.metrics.elections.observe((time.perf_counter() - started) * 1000)
+        self._update_gauges()
+
+    async def _on_broker_startup(self, started: set[int], current: dict[int, BrokerInfo]) -> None:
+        ctx = self.ctx
+        ctx.live_brokers = dict(current)
+        first = RequestBatch()
+        first.add_update_metadata(ctx.live_or_shutting_down() - started, [])
+        first.add_update_metadata(started, ctx.states)  # the new ones get every partition
+        self.channels.send(ctx, first)
+        batch = RequestBatch()
+        for b in sorted(started):
+            for tp in ctx.partitions_on(b):
+                if tp in ctx.states:
+                    batch.add_leader_and_isr([b], tp, ctx.live_or_shutting_down())
+        await self._initialize_new_partitions(sorted(ctx.assignments), batch)
+        await self._elect_offline(batch)
+        self.channels.send(ctx, batch)
+
+    # ---- topics ----------------------------------------------------------------------------
+
+    async def on_topic_change(self) -> None:
+        ctx = self.ctx
+        topics = set(await asyncio.to_thread(read_topics, self.store))
+        for gone in ctx.topics() - topics:
+            for tp in ctx.partitions_of(gone):
+                ctx.assignments.pop(tp, None)
+                ctx.states.pop(tp, None)
+        batch = RequestBatch()
+        for topic in sorted(topics - ctx.topics()):
+            tps = await self._load_topic(topic)
+            slog.event(
+                "topic_created",
+                topic=topic,
+                partitions=len(tps),
+                config=ctx.topic_configs.get(topic, {}),
+            )
+            await self._initialize_new_partitions(tps, batch)
+        self.channels.send(ctx, batch)
+        self._update_gauges()
+
+    # ---- ISR change notifications (§5.7) -------------------------------------------------
+
+    async def on_isr_change_notification(self, leftover: bool = False) -> None:
+        ctx = self.ctx
+        children = await asyncio.to_thread(self.store.children, IsrChangeNotificationZNode.path)
+        if not children:
+            return
+        changed: set[TopicPartition] = set()
+        try:
+            for child in children:
+                got = await asyncio.to_thread(
+                    self.store.get_or_none, IsrChangeNotificationSequenceZNode.path(child)
+                )
+                if got is not None:
+                    changed.update(IsrChangeNotificationSequenceZNode.decode(got[0]))
+            known = sorted(tp for tp in changed if tp in ctx.assignments)
+            ctx.states.update(await asyncio.to_thread(read_states, self.store, known))
+            batch = RequestBatch()
+            batch.add_update_metadata(ctx.live_or_shutting_down(), known)
+            self.channels.send(ctx, batch)
+            slog.event(
+                "isr_change_processed",
+                nodes=children,
+                leftover=leftover,
+                partitions=[f"{tp}:{list(ctx.states[tp].isr)}" for tp in known],
+            )
+        finally:
+            for child in children:
+                await asyncio.to_thread(
+                    self.store.delete_fenced,
+                    ctx.epoch_zk_version,
+                    IsrChangeNotificationSequenceZNode.path(child),
+                )
+
+    # ---- preferred replica election (§5.5) -----------------------------------------------
+
+    async def on_preferred_replica_election(self) -> None:
+        got = await asyncio.to_thread(self.store.get_or_none, PreferredReplicaElectionZNode.path)
+        if got is None:
+            return
+        try:
+            tps = PreferredReplicaElectionZNode.decode(got[0]) if got[0] else ()
+            await self.elect_preferred(
+                [tp for tp in tps if tp in self.ctx.assignments], cause="admin"
+            )
+        finally:
+            with contextlib.suppress(ZkNoNode):
+                await asyncio.to_thread(
+                    self.store.delete_fenced,
+                    self.ctx.epoch_zk_version,
+                    PreferredReplicaElectionZNode.path,
+                )
+
+    async def elect_preferred(self, tps: list[TopicPartition], cause: str) -> list[TopicPartition]:
+        ctx = self.ctx
+
+        def decide(tp: TopicPartition, fresh: LeaderAndIsr) -> LeaderAndIsr | None:
+            return elections.preferred_election(ctx.assignments[tp], fresh, ctx.online(), ctx.epoch)
+
+        batch = RequestBatch()
+        changed = await self._write_states(tps, decide)
+        for tp in changed:
+            s = ctx.states[tp]
+            slog.event(
+                "leader_elected",
+                tp=str(tp),
+                leader=s.leader,
+                leader_epoch=s.leader_epoch,
+                isr=list(s.isr),
+                strategy="preferred",
+                cause=cause,
+            )
+            self._send_state(batch, tp)
+        self.channels.send(ctx, batch)
+        return changed
+
+    async def on_auto_rebalance(self) -> None:
+        ctx = self.ctx
+        leaders = {tp: s.leader for tp, s in ctx.states.items()}
+        pct = self.settings.get_int("leader.imbalance.per.broker.percentage")
+        imbalanced = elections.imbalanced_brokers(ctx.assignments, leaders, pct)
+        candidates = [
+            tp
+            for tp, replicas in sorted(ctx.assignments.items())
+            if replicas
+            and replicas[0] in imbalanced
+            and leaders.get(tp) != replicas[0]
+            and not ctx.shutting_down
+        ]
+        if candidates:
+            await self.elect_preferred(candidates, cause="auto_rebalance")
+
+    # ---- controlled shutdown (§5.8) ------------------------------------------------------
+
+    async def on_controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> tuple[ErrorCode, list[TopicPartition]]:
+        ctx = self.ctx
+        info = ctx.live_brokers.get(broker_id)
+        if info is None:
+            return ErrorCode.BROKER_NOT_AVAILABLE, []
+        if broker_epoch not in (-1, info.epoch) and broker_epoch < info.epoch:
+            return ErrorCode.STALE_BROKER_EPOCH, []
+        ctx.shutting_down.add(broker_id)
+        replicated = [
+            tp
+            for tp in ctx.partitions_on(broker_id)
+            if tp in ctx.states and len(ctx.assignments[tp]) > 1
+        ]
+        led = [tp for tp in replicated if ctx.states[tp].leader == broker_id]
+        followed = [tp for tp in replicated if ctx.states[tp].leader != broker_id]
+
+        def decide(tp: TopicPartition, fresh: LeaderAndIsr) -> LeaderAndIsr | None:
+            return elections.controlled_shutdown_election(
+                ctx.assignments[tp],
+                fresh,
+                ctx.live_or_shutting_down(),
+                ctx.shutting_down,
+                ctx.epoch,
+            )
+
+        batch = RequestBatch()
+        for tp in await self._write_states(led, decide):
+            s = ctx.states[tp]
+            slog.event(
+                "leader_elected",
+                tp=str(tp),
+                leader=s.leader,
+                leader_epoch=s.leader_epoch,
+                isr=list(s.isr),
+                strategy="controlled_shutdown",
+            )
+            self._send_state(batch, tp)
+        for tp in followed:
+            batch.add_stop_replica(broker_id, tp, -1, delete=False)
+        await self._remove_replicas_from_isr({broker_id}, batch)
+        self.channels.send(ctx, batch)
+        remaining = [tp for tp in replicated if ctx.states[tp].leader == broker_id]
+        slog.event(
+            "controlled_shutdown",
+            broker=broker_id,
+            moved=len(led) - len(remaining),
+            remaining=[str(tp) for tp in remaining],
+        )
+        return ErrorCode.NONE, remaining
+
+    # ---- gauges ----------------------------------------------------------------------------
+
+    def _update_gauges(self) -> None:
+        self.metrics.offline_partitions.set(len(self.ctx.offline_partitions()))
+        self.metrics.global_partitions.set(len(self.ctx.assignments))
+        self.metrics.global_topics.set(len(self.ctx.topics()))
