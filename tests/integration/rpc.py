@@ -90,3 +90,13 @@ def list_offset(address: str, tp: TopicPartition, timestamp: int = -1) -> tuple[
     response = stub(address).ListOffsets(request, timeout=10)
     p = response.topics[0].partitions[0]
     return ErrorCode(p.error_code), p.offset
+
+
+def metadata(address: str, topic: str) -> dict[int, tuple[int, int, tuple[int, ...]]]:
+    """partition -> (leader, leader epoch, ISR) as one broker's metadata cache has it."""
+    response = stub(address).Metadata(broker_pb2.MetadataRequest(topics=[topic]), timeout=10)
+    out = {}
+    for t in response.topics:
+        for p in t.partitions:
+            out[p.partition_index] = (p.leader_id, p.leader_epoch, tuple(p.isr_nodes))
+    return out
