@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from broker.metadata_cache import LiveBroker, PartitionMetadata
-from broker.replica_manager import ReplicaManager
+from broker.replica_manager import HostedPartition, ReplicaManager
 from broker.replication.partition import PartitionState
 from broker.types import (
     CONSUMER_REPLICA_ID,
@@ -216,15 +216,54 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
         return await _guarded(self.rm, "Metadata", handle(), failed)
 
     async def DescribeBroker(self, request: Any, context: Any) -> broker_pb2.DescribeBrokerResponse:  # noqa: N802
-        rm = self.rm
-        return broker_pb2.DescribeBrokerResponse(
-            error_code=error_to_wire(ErrorCode.NONE),
-            broker_id=rm.broker_id,
-            broker_epoch=rm.broker_epoch,
-            zookeeper_connect=rm.settings.get_str("zookeeper.connect"),
-            profile=rm.settings.profile,
-            config=rm.settings.as_strings(),
-        )
+        async def handle() -> broker_pb2.DescribeBrokerResponse:
+            rm = self.rm
+            now_ms = rm.now_ms()
+            return broker_pb2.DescribeBrokerResponse(
+                error_code=error_to_wire(ErrorCode.NONE),
+                broker_id=rm.broker_id,
+                broker_epoch=rm.broker_epoch,
+                zookeeper_connect=rm.settings.get_str("zookeeper.connect"),
+                profile=rm.settings.profile,
+                config=rm.settings.as_strings(),
+                partitions=[
+                    replica_description(tp, hosted, now_ms)
+                    for tp, hosted in sorted(rm.partitions.items())
+                ],
+            )
+
+        def failed(code: ErrorCode) -> broker_pb2.DescribeBrokerResponse:
+            return broker_pb2.DescribeBrokerResponse(error_code=error_to_wire(code))
+
+        return await _guarded(self.rm, "DescribeBroker", handle(), failed)
+
+
+def replica_description(
+    tp: TopicPartition, hosted: HostedPartition, now_ms: int
+) -> broker_pb2.ReplicaDescription:
+    """This broker's view of one hosted partition, for `minibroker topics describe`."""
+    p, log = hosted.partition, hosted.log
+    # A follower keeps RemoteReplica entries too, but only the leader's are fed by fetches.
+    remotes = sorted(p.remote.values(), key=lambda r: r.broker_id) if p.is_leader else []
+    return broker_pb2.ReplicaDescription(
+        topic=tp.topic,
+        partition=tp.partition,
+        is_leader=p.is_leader,
+        leader=p.leader_id if p.leader_id is not None else NO_LEADER,
+        leader_epoch=p.leader_epoch,
+        log_start_offset=log.log_start_offset,
+        log_end_offset=log.log_end_offset,
+        high_watermark=p.high_watermark,
+        isr=sorted(p.isr),
+        remote_replicas=[
+            broker_pb2.RemoteReplicaDescription(
+                broker_id=r.broker_id,
+                log_end_offset=r.log_end_offset,
+                last_caught_up_ms_ago=max(0, now_ms - r.last_caught_up_time_ms),
+            )
+            for r in remotes
+        ],
+    )
 
 
 def _produce_tps(request: Any) -> list[TopicPartition]:

@@ -81,7 +81,8 @@ def _bootstrap_list(value: str, source: str) -> list[str]:
         raise ClusterError(f"bad {source}: {exc}") from None
 
 
-def _registered_address(reg: BrokerRegistration) -> str | None:
+def registered_address(reg: BrokerRegistration) -> str | None:
+    """host:port to reach a registered broker over gRPC, or None if it names no endpoint."""
     # Brokers register one endpoint; its listener need not be called PLAINTEXT.
     endpoint = reg.endpoint()
     if endpoint is None and reg.endpoints:
@@ -107,7 +108,7 @@ def brokers_in_zookeeper(zk_connect_string: str) -> list[str]:
                 reg = BrokerIdZNode.decode(broker_id, data)
             except (ZkNoNode, ZNodeFormatError):
                 continue  # went away meanwhile, or not a registration we can read
-            address = _registered_address(reg)
+            address = registered_address(reg)
             if address is not None:
                 addresses.append(address)
     if not addresses:

@@ -6,8 +6,10 @@ import argparse
 import os
 import sys
 
-from minibroker.cli import cluster, consume, demo, events, produce, zk
+from minibroker.cli import cluster, consume, demo, events, produce, topics, zk
 from minibroker.client.errors import ClientError
+from minibroker.core.errors import ApiError
+from minibroker.core.zk_layout import ZNodeFormatError
 from minibroker.localcluster import ClusterError
 from minibroker.runtime.settings import ConfigError
 from minibroker.runtime.zk_server import ZooKeeperNotFound
@@ -22,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     cluster.add_parser(sub)
     zk.add_parser(sub)
+    topics.add_parser(sub)
     produce.add_parser(sub)
     consume.add_parser(sub)
     events.add_parser(sub)
@@ -33,7 +36,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)
-    except (ClusterError, ConfigError, ZooKeeperNotFound, ZkError) as exc:
+    except (
+        ApiError,
+        ClusterError,
+        ConfigError,
+        ZNodeFormatError,
+        ZooKeeperNotFound,
+        ZkError,
+    ) as exc:
         print(f"minibroker: {exc}", file=sys.stderr)
         return 1
     except ClientError as exc:

@@ -89,3 +89,13 @@ def error_name(code: int) -> str:
         return ErrorCode(code).name
     except ValueError:
         return f"UNKNOWN({code})"
+
+
+class ApiError(Exception):
+    """A request refused with a Kafka error code (Kafka's ApiException), e.g. a topic creation
+    with too few brokers: INVALID_REPLICATION_FACTOR. The message reads "<NAME>: <why>"."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(f"{code.name}: {message}")
+        self.code = code
+        self.message = message

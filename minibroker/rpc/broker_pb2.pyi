@@ -360,7 +360,7 @@ class DescribeBrokerRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeBrokerResponse(_message.Message):
-    __slots__ = ("error_code", "broker_id", "broker_epoch", "zookeeper_connect", "profile", "config")
+    __slots__ = ("error_code", "broker_id", "broker_epoch", "zookeeper_connect", "profile", "config", "partitions")
     class ConfigEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -374,10 +374,46 @@ class DescribeBrokerResponse(_message.Message):
     ZOOKEEPER_CONNECT_FIELD_NUMBER: _ClassVar[int]
     PROFILE_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     error_code: _errors_pb2.ErrorCode
     broker_id: int
     broker_epoch: int
     zookeeper_connect: str
     profile: str
     config: _containers.ScalarMap[str, str]
-    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., zookeeper_connect: _Optional[str] = ..., profile: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    partitions: _containers.RepeatedCompositeFieldContainer[ReplicaDescription]
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., zookeeper_connect: _Optional[str] = ..., profile: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., partitions: _Optional[_Iterable[_Union[ReplicaDescription, _Mapping]]] = ...) -> None: ...
+
+class ReplicaDescription(_message.Message):
+    __slots__ = ("topic", "partition", "is_leader", "leader", "leader_epoch", "log_start_offset", "log_end_offset", "high_watermark", "isr", "remote_replicas")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    IS_LEADER_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    ISR_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    is_leader: bool
+    leader: int
+    leader_epoch: int
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    isr: _containers.RepeatedScalarFieldContainer[int]
+    remote_replicas: _containers.RepeatedCompositeFieldContainer[RemoteReplicaDescription]
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., is_leader: _Optional[bool] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., remote_replicas: _Optional[_Iterable[_Union[RemoteReplicaDescription, _Mapping]]] = ...) -> None: ...
+
+class RemoteReplicaDescription(_message.Message):
+    __slots__ = ("broker_id", "log_end_offset", "last_caught_up_ms_ago")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_CAUGHT_UP_MS_AGO_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    log_end_offset: int
+    last_caught_up_ms_ago: int
+    def __init__(self, broker_id: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., last_caught_up_ms_ago: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,232 @@
+"""`minibroker topics create|list|describe|elect-preferred`: Kafka's kafka-topics in ZooKeeper
+mode and its legacy preferred-replica election. The commands write what Kafka's admin tools
+write; the controller acts on it. `describe` adds what each broker reports over DescribeBroker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from minibroker.cli.locate import add_locate_arguments, registered_address, zk_connect
+from minibroker.cli.topic_view import (
+    BrokerReports,
+    PartitionFilter,
+    describe_json,
+    describe_lines,
+    topic_view,
+)
+from minibroker.client.admin import BrokerDescription, BrokerUnreachable, describe_broker
+from minibroker.client.admin_zk import (
+    all_topics,
+    create_topic,
+    election_in_progress,
+    election_partitions,
+    live_brokers,
+    read_topic,
+    read_topic_or_raise,
+    request_preferred_replica_election,
+)
+from minibroker.core.errors import ApiError, ErrorCode
+from minibroker.core.topic_config import parse_config_pairs
+from minibroker.core.zk_layout import BrokerRegistration
+from minibroker.localcluster import ClusterError, zk_session
+from minibroker.runtime.waiting import WaitTimeout, wait_until
+from minibroker.runtime.zk_store import ZkStore
+
+DEFAULT_WAIT_TIMEOUT_MS = 30_000
+# A paused broker accepts the connection and never answers: describe gives up on it after this.
+DEFAULT_REQUEST_TIMEOUT_MS = 2_000
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("topics", help="create, list and describe topics; elect preferred leaders")
+    tsub = p.add_subparsers(dest="topics_command", required=True)
+    _add_create(tsub)
+    _add_list(tsub)
+    _add_describe(tsub)
+    _add_elect(tsub)
+
+
+def _add_wait_arguments(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--wait", action="store_true", help=f"wait until {what}")
+    p.add_argument(
+        "--timeout-ms",
+        type=int,
+        default=DEFAULT_WAIT_TIMEOUT_MS,
+        help=f"how long --wait waits (default {DEFAULT_WAIT_TIMEOUT_MS})",
+    )
+
+
+def _add_create(tsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = tsub.add_parser("create", help="write a topic's config and replica assignment")
+    p.add_argument("topic")
+    p.add_argument("--partitions", type=int, required=True)
+    p.add_argument("--replication-factor", type=int, required=True)
+    p.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a topic-level override, e.g. min.insync.replicas=2 (repeatable)",
+    )
+    p.add_argument("--if-not-exists", action="store_true", help="no error if the topic exists")
+    _add_wait_arguments(p, "every partition has a leader")
+    add_locate_arguments(p)
+    p.set_defaults(func=cmd_create)
+
+
+def _add_list(tsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = tsub.add_parser("list", help="every topic's name")
+    p.add_argument("--json", action="store_true")
+    add_locate_arguments(p)
+    p.set_defaults(func=cmd_list)
+
+
+def _add_describe(tsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = tsub.add_parser("describe", help="partitions: leader, ISR, and the brokers' LEO/HW/lag")
+    p.add_argument("topic", nargs="?", help="this topic only (default: every topic)")
+    filters = p.add_mutually_exclusive_group()
+    for which in PartitionFilter:
+        filters.add_argument(
+            f"--{which.value}", dest="filter", action="store_const", const=which, default=None
+        )
+    p.add_argument("--json", action="store_true", help="one object per partition")
+    p.add_argument(
+        "--request-timeout-ms",
+        type=int,
+        default=DEFAULT_REQUEST_TIMEOUT_MS,
+        help=f"per-broker DescribeBroker deadline (default {DEFAULT_REQUEST_TIMEOUT_MS})",
+    )
+    add_locate_arguments(p)
+    p.set_defaults(func=cmd_describe)
+
+
+def _add_elect(tsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = tsub.add_parser(
+        "elect-preferred", help="ask the controller to move leadership to preferred replicas"
+    )
+    p.add_argument("--topic", help="this topic's partitions (default: every topic's)")
+    p.add_argument("--partition", type=int, help="only this partition of --topic")
+    _add_wait_arguments(p, "the controller has carried the election out")
+    add_locate_arguments(p)
+    p.set_defaults(func=cmd_elect_preferred)
+
+
+# ---- the commands ------------------------------------------------------------------------------
+
+
+def cmd_create(args: argparse.Namespace) -> int:
+    config = parse_config_pairs(args.config)
+    with zk_session(zk_connect(args)) as zk:
+        try:
+            create_topic(
+                zk, args.topic, args.partitions, args.replication_factor, config, random.Random()
+            )
+            print(f"Created topic {args.topic}.", flush=True)
+        except ApiError as exc:
+            # Kafka's --if-not-exists: an existing topic is silently accepted.
+            if not (args.if_not_exists and exc.code is ErrorCode.TOPIC_ALREADY_EXISTS):
+                raise
+        if args.wait:
+            _wait_for_leaders(zk, args.topic, args.timeout_ms)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    with zk_session(zk_connect(args)) as zk:
+        names = all_topics(zk)
+    if args.json:
+        print(json.dumps(names))
+    elif names:
+        print("\n".join(names))
+    return 0
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    with zk_session(zk_connect(args)) as zk:
+        names = [args.topic] if args.topic else all_topics(zk)
+        infos = [read_topic_or_raise(zk, name) for name in names]
+        brokers = live_brokers(zk)
+    reports = query_brokers(brokers, args.request_timeout_ms / 1000)
+    views = [topic_view(info, reports) for info in infos]
+    if args.json:
+        print(json.dumps(describe_json(views, args.filter), indent=2))
+    else:
+        lines = describe_lines(views, args.filter)
+        if lines:
+            print("\n".join(lines))
+    return 0
+
+
+def cmd_elect_preferred(args: argparse.Namespace) -> int:
+    if args.partition is not None and args.topic is None:
+        raise ClusterError("--partition needs --topic")
+    with zk_session(zk_connect(args)) as zk:
+        partitions = election_partitions(zk, args.topic, args.partition)
+        if not partitions:
+            raise ClusterError("the cluster has no topics: there is nothing to elect")
+        request_preferred_replica_election(zk, partitions)
+        names = ", ".join(str(tp) for tp in sorted(partitions))
+        print(f"Successfully started preferred replica election for partitions {names}.")
+        if args.wait:
+            _wait(
+                lambda: not election_in_progress(zk),
+                args.timeout_ms,
+                "the controller to carry the election out and delete "
+                "/admin/preferred_replica_election (is a controller running?)",
+            )
+            print("Preferred replica election finished.")
+    return 0
+
+
+# ---- helpers -------------------------------------------------------------------------------------
+
+
+def query_brokers(brokers: dict[int, BrokerRegistration], timeout_s: float) -> BrokerReports:
+    """Every registered broker's DescribeBroker answer, asked in parallel; None for a broker
+    that did not answer within `timeout_s` (paused, overloaded or gone meanwhile)."""
+
+    def ask(reg: BrokerRegistration) -> BrokerDescription | None:
+        address = registered_address(reg)
+        if address is None:
+            return None
+        try:
+            return describe_broker(address, timeout_s=timeout_s)
+        except BrokerUnreachable:
+            return None
+
+    if not brokers:
+        return {}
+    with ThreadPoolExecutor(max_workers=len(brokers)) as pool:
+        answers = list(pool.map(ask, brokers.values()))
+    return dict(zip(brokers, answers, strict=True))
+
+
+def _wait(condition: Callable[[], bool], timeout_ms: int, what: str) -> None:
+    try:
+        wait_until(condition, timeout_s=timeout_ms / 1000, what=what, interval_s=0.1)
+    except WaitTimeout:
+        raise ClusterError(f"timed out after {timeout_ms} ms waiting for {what}") from None
+
+
+def _wait_for_leaders(zk: ZkStore, topic: str, timeout_ms: int) -> None:
+    """Until every partition's state znode exists with a leader (the controller wrote it)."""
+
+    def leaderless() -> list[int]:
+        info = read_topic(zk, topic)
+        return info.partitions_without_leader() if info is not None else []
+
+    try:
+        wait_until(
+            lambda: not leaderless(), timeout_s=timeout_ms / 1000, what=topic, interval_s=0.1
+        )
+    except WaitTimeout:
+        missing = ",".join(str(p) for p in leaderless())
+        raise ClusterError(
+            f"timed out after {timeout_ms} ms waiting for leaders of topic '{topic}' "
+            f"(partitions without one: {missing}); is a controller running?"
+        ) from None

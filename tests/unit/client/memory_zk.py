@@ -1,0 +1,72 @@
+"""An in-memory stand-in for the few ZkStore calls topic administration makes."""
+
+from __future__ import annotations
+
+from typing import cast
+
+from minibroker.core.types import LeaderAndIsr, TopicPartition
+from minibroker.core.zk_layout import BrokerIdZNode, BrokerRegistration, TopicPartitionStateZNode
+from minibroker.runtime.zk_store import Stat, ZkNodeExists, ZkNoNode, ZkStore
+
+
+class MemoryZk:
+    """The few ZkStore calls topic administration makes, over a dict; `writes` logs paths."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, bytes] = {}
+        self.writes: list[str] = []
+
+    @staticmethod
+    def _stat(data: bytes) -> Stat:
+        return Stat(0, 0, 0, 0, 0, len(data))
+
+    def get_or_none(self, path: str) -> tuple[bytes | None, Stat] | None:
+        data = self.nodes.get(path)
+        return None if data is None else (data, self._stat(data))
+
+    def exists(self, path: str) -> Stat | None:
+        return self._stat(self.nodes[path]) if path in self.nodes else None
+
+    def children(self, path: str) -> list[str]:
+        if path not in self.nodes:
+            raise ZkNoNode(path)
+        prefix = path.rstrip("/") + "/"
+        return sorted({p[len(prefix) :].split("/")[0] for p in self.nodes if p.startswith(prefix)})
+
+    def create(self, path: str, data: bytes = b"", *, makepath: bool = False) -> str:
+        if path in self.nodes:
+            raise ZkNodeExists(path)
+        parent = path.rsplit("/", 1)[0]
+        if parent and parent not in self.nodes:
+            if not makepath:
+                raise ZkNoNode(parent)
+            self.create(parent, makepath=True)
+        self.nodes[path] = data
+        self.writes.append(path)
+        return path
+
+    def set(self, path: str, data: bytes, version: int = -1) -> Stat:
+        if path not in self.nodes:
+            raise ZkNoNode(path)
+        self.nodes[path] = data
+        self.writes.append(path)
+        return self._stat(data)
+
+    def read_partition_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
+        got = self.nodes.get(TopicPartitionStateZNode.path(tp))
+        return TopicPartitionStateZNode.decode(got, 0) if got is not None else None
+
+    @classmethod
+    def with_brokers(cls, *broker_ids: int) -> MemoryZk:
+        """Kafka's persistent paths and a registration per broker; `writes` starts empty."""
+        m = cls()
+        for path in ("/brokers/ids", "/brokers/topics", "/config/topics", "/admin/delete_topics"):
+            m.create(path, makepath=True)
+        for b in broker_ids:
+            reg = BrokerRegistration(b, (f"PLAINTEXT://127.0.0.1:{9090 + b}",))
+            m.create(BrokerIdZNode.path(b), BrokerIdZNode.encode(reg))
+        m.writes.clear()
+        return m
+
+    def as_store(self) -> ZkStore:
+        return cast(ZkStore, self)
