@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration
 
 TOPIC = "payments"
 TP = TopicPartition(TOPIC, 0)
-SESSION_MS = 3000  # the demo profile's zookeeper.session.timeout.ms
+SESSION_MS = 6000  # the demo profile's zookeeper.session.timeout.ms
 
 
 @contextlib.contextmanager
