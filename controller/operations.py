@@ -398,6 +398,9 @@ class ControllerOps:
 
     async def on_auto_rebalance(self) -> None:
         ctx = self.ctx
+        # Read the states afresh (Kafka trusts its cache): a leader moved by anyone else, e.g.
+        # by hand in a test bed, is seen too. One read per partition per check interval.
+        ctx.states.update(await asyncio.to_thread(read_states, self.store, sorted(ctx.states)))
         leaders = {tp: s.leader for tp, s in ctx.states.items()}
         pct = self.settings.get_int("leader.imbalance.per.broker.percentage")
         imbalanced = elections.imbalanced_brokers(ctx.assignments, leaders, pct)

@@ -329,3 +329,53 @@ def test_a_restarted_broker_truncates_by_epoch_catches_up_and_rejoins(
         return out
 
     wait_until(lambda: len(set(segments())) == 1, timeout_s=30, what="identical logs")
+
+
+def scrape(port: int, name: str) -> float:
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"no metric {name}")
+
+
+def test_preferred_election_on_request_and_by_the_rebalance_task(tmp_path: Path) -> None:
+    with cluster_with_topic(
+        tmp_path,
+        "leader.imbalance.check.interval.seconds=1",
+        "zookeeper.session.timeout.ms=3000",
+    ) as (c, admin):
+        assert admin.state(TP).leader == 1  # the preferred replica leads at creation
+        moved = admin.elect(TP, 2, [1, 2, 3])  # an out-of-band move away from it
+        assert moved.leader == 2
+        # The automatic rebalance (first check 5 s after failover, then every second) moves
+        # leadership back: broker 1 prefers 1 partition and leads none, > 10 %.
+
+        def preferred_leads() -> LeaderAndIsr | None:
+            s = admin.state(TP)
+            return s if s.leader == 1 else None
+
+        back = wait_until(
+            preferred_leads, timeout_s=30, what="the rebalance task to restore the preferred leader"
+        )
+        assert back.leader_epoch == moved.leader_epoch + 1
+        assert back.isr == moved.isr  # preferred election keeps the ISR
+        active = next(p for p in c.reload().by_role("controller") if p.id == c.zk.read_controller())
+        standby = next(p for p in c.state.by_role("controller") if p.id != active.id)
+        assert (
+            scrape(active.metrics_port, "kafka_controller_kafkacontroller_activecontrollercount")
+            == 1
+        )
+        assert (
+            scrape(standby.metrics_port, "kafka_controller_kafkacontroller_activecontrollercount")
+            == 0
+        )
+        # On request: `topics elect-preferred` writes the admin znode; the controller acts and
+        # deletes it.
+        admin.elect(TP, 3, [1, 2, 3])
+        c.cli("topics", "elect-preferred", "--topic", TOPIC, "--wait")
+        assert admin.state(TP).leader == 1
+        events = [e for e in c.log_events(active.name) if e["event"] == "leader_elected"]
+        assert {e.get("cause") for e in events} >= {"auto_rebalance", "admin"}
