@@ -379,3 +379,39 @@ def test_preferred_election_on_request_and_by_the_rebalance_task(tmp_path: Path)
         assert admin.state(TP).leader == 1
         events = [e for e in c.log_events(active.name) if e["event"] == "leader_elected"]
         assert {e.get("cause") for e in events} >= {"auto_rebalance", "admin"}
+
+
+def test_unclean_election_only_where_the_topic_enables_it(tmp_path: Path) -> None:
+    with cluster_with_topic(tmp_path) as (c, admin):  # demo profile: session 6 s, lag 3 s
+        clean, dirty = TopicPartition("clean", 0), TopicPartition("dirty", 0)
+        admin.create_topic("clean", {0: [1, 2]})
+        admin.create_topic("dirty", {0: [1, 2]}, {"unclean.leader.election.enable": "true"})
+        addrs = brokers(c)
+        c.cli("cluster", "pause", "broker-2")
+        try:
+            # Broker 2 falls behind; the leader (1) removes it from both ISRs.
+            wait_until(
+                lambda: all(
+                    produce(addrs[1], tp, batch(b"x"), acks=1) and admin.state(tp).isr == (1,)
+                    for tp in (clean, dirty)
+                ),
+                timeout_s=20,
+                what="both ISRs to shrink to the leader",
+            )
+            c.cli("cluster", "kill", "broker-1")
+        finally:
+            c.cli("cluster", "resume", "broker-2")  # alive again, but outside the ISRs
+        wait_until(
+            lambda: admin.state(dirty).leader == 2,
+            timeout_s=30,
+            what="the unclean election of broker 2",
+        )
+        assert admin.state(dirty).isr == (2,)
+        state = admin.state(clean)
+        assert state.leader == -1 and state.isr == (1,)  # the last ISR member stays listed
+        active = next(p for p in c.reload().by_role("controller") if p.id == c.zk.read_controller())
+        unclean = scrape(
+            active.metrics_port,
+            "kafka_controller_controllerstats_uncleanleaderelectionspersec_total",
+        )
+        assert unclean == 1
