@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from typing import Any
 
 from controller.broker_channels import ChannelManager
 from controller.logic import elections
@@ -132,6 +133,18 @@ class ControllerOps:
                     break
         return changed
 
+    def _announce(self, tp: TopicPartition, strategy: str, **fields: Any) -> None:
+        s = self.ctx.states[tp]
+        slog.event(
+            "leader_elected",
+            tp=str(tp),
+            leader=s.leader,
+            leader_epoch=s.leader_epoch,
+            isr=list(s.isr),
+            strategy=strategy,
+            **fields,
+        )
+
     def _send_state(
         self, batch: RequestBatch, tp: TopicPartition, exclude: Iterable[int] = ()
     ) -> None:
@@ -203,16 +216,7 @@ class ControllerOps:
         changed = await self._write_states(offline, decide)
         for tp in changed:
             self._send_state(batch, tp)
-            s = ctx.states[tp]
-            slog.event(
-                "leader_elected",
-                tp=str(tp),
-                leader=s.leader,
-                leader_epoch=s.leader_epoch,
-                isr=list(s.isr),
-                strategy="offline",
-                unclean=tp in unclean,
-            )
+            self._announce(tp, "offline", unclean=tp in unclean)
             if tp in unclean:
                 self.metrics.unclean_elections.inc()
         for tp in set(offline) - set(changed):
@@ -382,16 +386,7 @@ class ControllerOps:
         batch = RequestBatch()
         changed = await self._write_states(tps, decide)
         for tp in changed:
-            s = ctx.states[tp]
-            slog.event(
-                "leader_elected",
-                tp=str(tp),
-                leader=s.leader,
-                leader_epoch=s.leader_epoch,
-                isr=list(s.isr),
-                strategy="preferred",
-                cause=cause,
-            )
+            self._announce(tp, "preferred", cause=cause)
             self._send_state(batch, tp)
         self.channels.send(ctx, batch)
         return changed
@@ -446,15 +441,7 @@ class ControllerOps:
 
         batch = RequestBatch()
         for tp in await self._write_states(led, decide):
-            s = ctx.states[tp]
-            slog.event(
-                "leader_elected",
-                tp=str(tp),
-                leader=s.leader,
-                leader_epoch=s.leader_epoch,
-                isr=list(s.isr),
-                strategy="controlled_shutdown",
-            )
+            self._announce(tp, "controlled_shutdown")
             self._send_state(batch, tp)
         for tp in followed:
             batch.add_stop_replica(broker_id, tp, -1, delete=False)
