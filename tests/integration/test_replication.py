@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from broker.log.checkpoints import read_offsets_checkpoint
 from minibroker import localcluster
 from minibroker.core.errors import ErrorCode
 from minibroker.core.types import TopicPartition
@@ -233,7 +234,14 @@ def test_a_killed_broker_recovers_its_log_and_hw_from_disk(
     for i in range(10):
         produce_committed(leader, b"v%d" % i)
     wait_until(lambda: segment(c, 2) == segment(c, 1), timeout_s=20, what="broker-2 to catch up")
-    time.sleep(1.5)  # one HW checkpoint interval of the demo profile (1 s) passes
+    checkpoint = (
+        Path(c.state.process("broker-2").data_dir) / "data" / "replication-offset-checkpoint"
+    )
+    wait_until(
+        lambda: checkpoint.exists() and read_offsets_checkpoint(checkpoint).get(TP, 0) >= 9,
+        timeout_s=20,
+        what="broker-2 to checkpoint its high watermark",
+    )
     before = len(segment(c, 2))
     old_epoch = ctl.live_brokers()[2][2]
     c.cli("cluster", "kill", "broker-2")
