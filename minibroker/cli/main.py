@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from minibroker.cli import cluster, consume, demo, events, produce, topics, zk
+from minibroker.cli import cluster, consume, demo, events, loadgen, produce, topics, zk
 from minibroker.client.errors import ClientError
 from minibroker.core.errors import ApiError
 from minibroker.core.zk_layout import ZNodeFormatError
@@ -29,10 +29,15 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_parser(sub)
     events.add_parser(sub)
     demo.add_parser(sub)
+    loadgen.add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == [loadgen.COMMAND]:
+        # Every flag after `loadgen` is the load generator's; argparse here must not read them.
+        return loadgen.run(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)

@@ -1,0 +1,198 @@
+"""One load run from start to verdict: find the cluster, prepare the topic, start Spark, write
+the workload while the fault driver and the progress printer run, then verify and report.
+
+Exit status: 0 when every acknowledged record is in the topic where it was acknowledged, 1
+when one is missing or the job failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from loadgen.chart import write_chart
+from loadgen.cli import LoadgenError, Plan, prepare_out_dir
+from loadgen.cluster import end_offsets, ensure_topic
+from loadgen.faults import FaultDriver
+from loadgen.job import STREAM_GRACE_S, JobFailed, Sink, default_tasks, run_batch, run_stream
+from loadgen.progress import ProgressPrinter, records_gained
+from loadgen.report import build_report, load_ledger, summary_lines, write_report
+from loadgen.spark import master_cores, spark_session
+from loadgen.verify import Verification, verify
+from loadgen.workload import WorkloadSpec
+from minibroker.cli.locate import bootstrap_servers, zk_connect
+from minibroker.client.errors import ClientError
+from minibroker.localcluster import ClusterState
+from minibroker.runtime.clock import now_ms
+
+
+def say(line: str) -> None:
+    # Flushed: the run is often watched through a pipe (tests, `| tee`).
+    print(line, flush=True)
+
+
+def execute(args: argparse.Namespace, plan: Plan) -> int:
+    bootstrap = bootstrap_servers(args)
+    if plan.faults:
+        ClusterState.load(args.dir)  # an unknown cluster dir fails now, not at the first fault
+    partitions = ensure_topic(
+        zk_connect(args), args.topic, args.partitions, args.replication_factor, args.min_insync
+    )
+    spec = plan.spec
+    if args.partitioner == "workload":
+        spec = dataclasses.replace(spec, partitions=partitions)
+    starting = end_offsets(bootstrap, args.topic, partitions)
+    prepare_out_dir(plan.out_dir)
+    sink = Sink(bootstrap, args.topic, args.acks, (plan.out_dir / "ledger").resolve())
+    tasks = args.tasks or default_tasks(spec.records, master_cores(args.master))
+    say(f"loadgen: {describe(plan, spec, args, tasks)}; run dir {plan.out_dir}")
+    say(f"loadgen: starting Spark ({args.master})")
+    spark = spark_session("minibroker-loadgen", args.master)
+    try:
+        started_ms, finished_ms, executed = _produce(spark, args, plan, spec, sink, tasks, starting)
+        ledger_files = list(sink.ledger_dir.glob("*.parquet"))
+        if not ledger_files:
+            raise LoadgenError(f"the job wrote no ledger files into {sink.ledger_dir}")
+        say("loadgen: verifying: reading the ledger and the topic up to its high watermark")
+        verdict = verify(
+            spark,
+            bootstrap=bootstrap,
+            topic=args.topic,
+            ledger_dir=sink.ledger_dir,
+            starting=starting,
+        )
+    finally:
+        spark.stop()
+    run_info = {
+        **describe_json(plan, spec, args, tasks, partitions),
+        "bootstrap": list(bootstrap),
+        "started_ms": started_ms,
+        "finished_ms": finished_ms,
+        "out": str(plan.out_dir),
+    }
+    finish(plan.out_dir, spec, run_info, verdict, executed, finished_ms)
+    return 0 if verdict.ok else 1
+
+
+def _produce(
+    spark: SparkSession,
+    args: argparse.Namespace,
+    plan: Plan,
+    spec: WorkloadSpec,
+    sink: Sink,
+    tasks: int,
+    starting: Mapping[int, int],
+) -> tuple[int, int, list[dict[str, Any]]]:
+    """Write the workload with faults and progress lines alongside; (start, end, faults)."""
+    progress = ProgressPrinter(sink.bootstrap, args.topic, starting, say=say)
+    driver = FaultDriver(
+        plan.faults,
+        args.dir or Path("."),
+        args.topic,
+        load_started=_topic_grew(sink.bootstrap, args.topic, starting),
+        say=say,
+    )
+    started_ms = now_ms()
+    driver.start()
+    progress.start()
+    try:
+        if plan.rate is None:
+            run_batch(spark, spec, sink, tasks)
+        else:
+            assert plan.duration_s is not None
+            taken = run_stream(
+                spark,
+                spec,
+                sink,
+                rate=plan.rate,
+                tasks=tasks,
+                checkpoint_dir=(plan.out_dir / "checkpoint").resolve(),
+                deadline_s=plan.duration_s + STREAM_GRACE_S,
+            )
+            if taken < spec.records:
+                say(f"loadgen: the stream took in {taken:,} of {spec.records:,} records in time")
+    except JobFailed as exc:
+        raise LoadgenError(f"the Spark job failed: {exc}") from None
+    finally:
+        finished_ms = now_ms()
+        progress.stop()
+        driver.stop()
+    skipped = len(plan.faults) - len(driver.executed)
+    if skipped:
+        say(f"loadgen: {skipped} fault(s) were due after the load ended and were skipped")
+    return started_ms, finished_ms, [f.to_json() for f in driver.executed]
+
+
+def _topic_grew(
+    bootstrap: Sequence[str], topic: str, starting: Mapping[int, int]
+) -> Callable[[], bool]:
+    def check() -> bool:
+        try:
+            return records_gained(bootstrap, topic, starting) > 0
+        except (ClientError, OSError):
+            return False  # a leader is moving: ask again at the next poll
+
+    return check
+
+
+def finish(
+    out: Path,
+    spec: WorkloadSpec,
+    run_info: Mapping[str, Any],
+    verdict: Verification,
+    faults: Sequence[Mapping[str, Any]],
+    finished_ms: int,
+) -> None:
+    """Build the report from the ledger, write report.json and chart.png, print the summary."""
+    report = build_report(
+        load_ledger(out / "ledger"),
+        run=run_info,
+        record_bytes=spec.record_size,
+        end_ms=finished_ms,
+        verification=verdict.to_json(),
+        faults=faults,
+    )
+    write_report(report, out / "report.json")
+    write_chart(report, out / "chart.png")
+    for line in summary_lines(report):
+        say(line)
+    say(f"report: {out / 'report.json'}  chart: {out / 'chart.png'}")
+
+
+def describe(plan: Plan, spec: WorkloadSpec, args: argparse.Namespace, tasks: int) -> str:
+    how = (
+        f"{spec.records:,} records"
+        if plan.rate is None
+        else f"{plan.rate:,} records/s for {plan.duration_s:g} s ({spec.records:,} records)"
+    )
+    return (
+        f"{how} of {spec.record_size} bytes, {spec.keys} {spec.key_distribution} keys, "
+        f"acks={args.acks}, to topic {args.topic} in {tasks} task(s)"
+    )
+
+
+def describe_json(
+    plan: Plan, spec: WorkloadSpec, args: argparse.Namespace, tasks: int, partitions: int
+) -> dict[str, Any]:
+    return {
+        "mode": "batch" if plan.rate is None else "stream",
+        "topic": args.topic,
+        "partitions": partitions,
+        "records": spec.records,
+        "rate": plan.rate,
+        "duration_s": plan.duration_s,
+        "record_size": spec.record_size,
+        "keys": spec.keys,
+        "key_distribution": spec.key_distribution,
+        "partitioner": args.partitioner,
+        "seed": spec.seed,
+        "acks": args.acks,
+        "master": args.master,
+        "tasks": tasks,
+        "faults_planned": [f.text for f in plan.faults],
+    }
