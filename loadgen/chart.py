@@ -37,6 +37,7 @@ def write_chart(report: Mapping[str, Any], path: Path) -> None:
         bottom.set_xlabel("seconds since the first record was sent")
         bottom.legend(loc="upper left")
         _mark_faults(report.get("faults", []), (top, bottom))
+        _mark_isr_changes(report.get("isr_changes", []), (top, bottom))
         run = report.get("run", {})
         top.set_title(
             f"topic {run.get('topic', '?')}, acks={run.get('acks', '?')}: "
@@ -45,6 +46,23 @@ def write_chart(report: Mapping[str, Any], path: Path) -> None:
         fig.savefig(path, dpi=100)
     finally:
         plt.close(fig)
+
+
+def _mark_isr_changes(changes: list[Mapping[str, Any]], axes: tuple[Any, ...]) -> None:
+    # Leader-written ISR changes (isr_shrink / isr_expand) from the brokers' event logs.
+    for c in changes:
+        color = "tab:red" if c["event"] == "isr_shrink" else "tab:green"
+        for ax in axes:
+            ax.axvline(c["at_s"], color=color, linestyle=":", linewidth=1)
+        axes[0].annotate(
+            f"{c['event'].removeprefix('isr_')} {c['tp']}",
+            (c["at_s"], 0.0),
+            xycoords=("data", "axes fraction"),
+            rotation=90,
+            va="bottom",
+            fontsize=7,
+            color=color,
+        )
 
 
 def _mark_faults(faults: list[Mapping[str, Any]], axes: tuple[Any, ...]) -> None:

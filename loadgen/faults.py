@@ -4,9 +4,10 @@ that carries each one out on the process-mode cluster at its offset from the sta
 into the offsets).
 
 Targets are resolved when the fault fires, not when it is parsed: `leader` is whoever leads
-partition 0 of the topic at that moment (from its state znode), `controller` the active
-controller. `resume`/`restart` of an alias reuse the process the alias last resolved to, so
-"pause leader" then "resume leader" resumes the broker that was paused, not the new leader.
+partition 0 of the topic at that moment (from its state znode), `follower` its last in-sync
+follower, `controller` the active controller. `resume`/`restart` of an alias reuse the process
+the alias last resolved to, so "pause leader" then "resume leader" resumes the broker that was
+paused, not the new leader.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from minibroker.runtime.clock import monotonic_ms, now_ms
 from minibroker.runtime.zk_store import ZkError
 
 ACTIONS = ("kill", "stop", "pause", "resume", "restart")
-ALIASES = ("leader", "controller")
+ALIASES = ("leader", "follower", "controller")
 _FAULT = re.compile(r"at=(?P<at>\d+(?:\.\d+)?)(?P<unit>ms|s)\s+(?P<action>\S+)\s+(?P<target>\S+)")
 _PROCESS = re.compile(r"(broker|controller)-\d+")
 
@@ -56,7 +57,8 @@ def parse_fault(text: str) -> Fault:
         raise FaultError(f"bad --fault {text!r}: action must be one of {', '.join(ACTIONS)}")
     if target not in ALIASES and not _PROCESS.fullmatch(target):
         raise FaultError(
-            f"bad --fault {text!r}: target must be broker-N, controller-N, leader or controller"
+            f"bad --fault {text!r}: target must be broker-N, controller-N, leader, follower or "
+            "controller"
         )
     at_s = float(m["at"]) / (1000 if m["unit"] == "ms" else 1)
     return Fault(at_s=at_s, action=action, target=target, text=text.strip())
@@ -101,6 +103,11 @@ def resolve_target(state: ClusterState, topic: str, target: str) -> str:
             leader_and_isr = zk.read_partition_state(TopicPartition(topic, 0))
             node_id = None if leader_and_isr is None else leader_and_isr.leader
             role, what = "broker", f"partition 0 of topic {topic!r} has no leader"
+            if target == "follower" and leader_and_isr is not None:
+                # The last in-sync follower of partition 0: pausing it shows a shrink/expand.
+                followers = [b for b in leader_and_isr.isr if b != leader_and_isr.leader]
+                node_id = followers[-1] if followers else None
+                what = f"partition 0 of topic {topic!r} has no in-sync follower"
     for p in state.by_role(role):
         if p.id == node_id:
             return p.name

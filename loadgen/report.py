@@ -137,6 +137,7 @@ def build_report(
     end_ms: int,
     verification: Mapping[str, Any] | None,
     faults: Sequence[Mapping[str, Any]],
+    isr_changes: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """Everything report.json holds (see README, "Load generator"). Time runs from the first
     record sent: the series' second 0 and each fault's `at_s` (by its wall-clock time)."""
@@ -158,6 +159,11 @@ def build_report(
         "verification": None if verification is None else dict(verification),
         "load_started_ms": start_ms,
         "faults": [{**f, "at_s": round((f["wall_ms"] - start_ms) / 1000, 3)} for f in faults],
+        "isr_changes": [
+            {**c, "at_s": round((c["ts"] - start_ms) / 1000, 3)}
+            for c in isr_changes
+            if start_ms <= c["ts"] <= end_ms
+        ],
         "series": [asdict(s) for s in series],
     }
 
@@ -184,6 +190,11 @@ def summary_lines(report: Mapping[str, Any]) -> list[str]:
         outcome = f"FAILED: {f['error']}" if f["error"] else "done"
         lines.append(
             f"fault '{f['text']}'{hit}: {outcome} {f['at_s']:.1f} s after the first record"
+        )
+    for c in report.get("isr_changes", []):
+        lines.append(
+            f"{c['event']} of {c['tp']} by {c['proc']}: ISR {c['isr']} {c['at_s']:.1f} s after "
+            "the first record"
         )
     lines.append(verdict_line(report["verification"]))
     return lines

@@ -29,6 +29,7 @@ from minibroker.cli.locate import bootstrap_servers, zk_connect
 from minibroker.client.errors import ClientError
 from minibroker.localcluster import ClusterState
 from minibroker.runtime.clock import now_ms
+from minibroker.runtime.logging import parse_line
 
 
 def say(line: str) -> None:
@@ -75,8 +76,29 @@ def execute(args: argparse.Namespace, plan: Plan) -> int:
         "finished_ms": finished_ms,
         "out": str(plan.out_dir),
     }
-    finish(plan.out_dir, spec, run_info, verdict, executed, finished_ms)
+    changes = isr_changes(args.dir, args.topic) if args.dir else []
+    finish(plan.out_dir, spec, run_info, verdict, executed, finished_ms, changes)
     return 0 if verdict.ok else 1
+
+
+def isr_changes(cluster_dir: Path, topic: str) -> list[dict[str, Any]]:
+    """The leaders' isr_shrink / isr_expand events for `topic` from a process-mode cluster's
+    structured logs (brokers log one line per ISR change)."""
+    state = ClusterState.load(cluster_dir)
+    out = []
+    for broker in state.by_role("broker"):
+        try:
+            lines = Path(broker.log_file).read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        for event in filter(None, map(parse_line, lines)):
+            if event["event"] in ("isr_shrink", "isr_expand") and str(
+                event.get("tp", "")
+            ).startswith(f"{topic}-"):
+                out.append(
+                    {k: event.get(k) for k in ("ts", "event", "tp", "isr", "proc", "changed")}
+                )
+    return sorted(out, key=lambda e: int(e["ts"]))
 
 
 def _produce(
@@ -147,6 +169,7 @@ def finish(
     verdict: Verification,
     faults: Sequence[Mapping[str, Any]],
     finished_ms: int,
+    isr_changes: Sequence[Mapping[str, Any]] = (),
 ) -> None:
     """Build the report from the ledger, write report.json and chart.png, print the summary."""
     report = build_report(
@@ -156,6 +179,7 @@ def finish(
         end_ms=finished_ms,
         verification=verdict.to_json(),
         faults=faults,
+        isr_changes=isr_changes,
     )
     write_report(report, out / "report.json")
     write_chart(report, out / "chart.png")
