@@ -1,25 +1,21 @@
 """What the active controller does for each event (Kafka's KafkaController.onXxx, §5.2–§5.8).
 
 Each operation reads ZooKeeper afresh where Kafka does, asks controller.logic for decisions,
-writes them fenced by /controller_epoch's zkVersion, updates the in-memory view and sends one
-request batch. Runs on the controller's event loop, one operation at a time.
+changes partition state through controller.state_changes (fenced, conditional writes), updates
+the in-memory view and sends one request batch. Runs on the controller's event loop, one
+operation at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import replace
-from typing import Any
 
-from controller.broker_channels import ChannelManager
 from controller.logic import elections
 from controller.logic.batch import RequestBatch
 from controller.logic.context import BrokerInfo, ControllerContext
-from controller.metrics import ControllerMetrics
+from controller.state_changes import StateChanges
 from controller.zk_view import read_brokers, read_states, read_topic, read_topics
 from minibroker.core.errors import ErrorCode
 from minibroker.core.types import LeaderAndIsr, TopicPartition
@@ -29,32 +25,11 @@ from minibroker.core.zk_layout import (
     PreferredReplicaElectionZNode,
 )
 from minibroker.runtime import logging as slog
-from minibroker.runtime.settings import Settings
-from minibroker.runtime.zk_store import ZkNoNode, ZkStore
-
-MAX_WRITE_ATTEMPTS = 10
-# Decide the new state from the freshly read one; None = no change possible.
-Decide = Callable[[TopicPartition, LeaderAndIsr], LeaderAndIsr | None]
+from minibroker.runtime.zk_store import ZkNoNode
 
 
-class ControllerOps:
-    def __init__(
-        self,
-        store: ZkStore,
-        settings: Settings,
-        controller_id: int,
-        channels: ChannelManager,
-        metrics: ControllerMetrics,
-    ) -> None:
-        self.store = store
-        self.settings = settings
-        self.controller_id = controller_id
-        self.channels = channels
-        self.metrics = metrics
-        self.ctx = ControllerContext()
-
-    async def _zk(self, fn: Callable[..., object], *args: object) -> object:
-        return await asyncio.to_thread(fn, *args)
+class ControllerOps(StateChanges):
+    """The event handlers of the active controller."""
 
     # ---- failover (§5.2) -----------------------------------------------------------------
 
@@ -94,164 +69,6 @@ class ControllerOps:
         self.ctx.assignments.update(parts)
         self.ctx.topic_configs[topic] = config
         return sorted(parts)
-
-    # ---- writing partition state ---------------------------------------------------------
-
-    async def _write_states(
-        self, tps: Iterable[TopicPartition], decide: Decide
-    ) -> list[TopicPartition]:
-        """For each partition: read the state znode, decide, write it conditionally and fenced;
-        on BADVERSION read again and retry (reference §5.5). Returns the partitions changed."""
-        changed = []
-        for tp in tps:
-            for _attempt in range(MAX_WRITE_ATTEMPTS):
-                fresh = await asyncio.to_thread(self.store.read_partition_state, tp)
-                if fresh is None:
-                    break
-                if fresh.controller_epoch > self.ctx.epoch:
-                    slog.event(
-                        "state_change_failed",
-                        logging.WARNING,
-                        tp=str(tp),
-                        reason="newer controller epoch in the state znode",
-                    )
-                    break
-                new = decide(tp, fresh)
-                if new is None:
-                    self.ctx.states[tp] = fresh
-                    break
-                version = await asyncio.to_thread(
-                    self.store.set_partition_state_fenced,
-                    self.ctx.epoch_zk_version,
-                    tp,
-                    new,
-                    fresh.zk_version,
-                )
-                if version is not None:
-                    self.ctx.states[tp] = replace(new, zk_version=version)
-                    changed.append(tp)
-                    break
-        return changed
-
-    def _announce(self, tp: TopicPartition, strategy: str, **fields: Any) -> None:
-        s = self.ctx.states[tp]
-        slog.event(
-            "leader_elected",
-            tp=str(tp),
-            leader=s.leader,
-            leader_epoch=s.leader_epoch,
-            isr=list(s.isr),
-            strategy=strategy,
-            **fields,
-        )
-
-    def _send_state(
-        self, batch: RequestBatch, tp: TopicPartition, exclude: Iterable[int] = ()
-    ) -> None:
-        live = [
-            b for b in self.ctx.assignments[tp] if b in self.ctx.live_brokers and b not in exclude
-        ]
-        batch.add_leader_and_isr(live, tp, self.ctx.live_or_shutting_down())
-
-    async def _initialize_new_partitions(
-        self, tps: Iterable[TopicPartition], batch: RequestBatch
-    ) -> None:
-        ctx = self.ctx
-        for tp in tps:
-            if tp in ctx.states:
-                continue
-            state = elections.initial_state(ctx.assignments[tp], ctx.online(), ctx.epoch)
-            if state is None:
-                slog.event(
-                    "partition_stays_new",
-                    logging.WARNING,
-                    tp=str(tp),
-                    reason="no replica is online",
-                )
-                continue
-            version = await asyncio.to_thread(
-                self.store.create_partition_state_fenced, ctx.epoch_zk_version, tp, state
-            )
-            if version is None:  # created meanwhile (e.g. by a previous controller): adopt it
-                existing = await asyncio.to_thread(self.store.read_partition_state, tp)
-                if existing is None:
-                    continue
-                ctx.states[tp] = existing
-            else:
-                ctx.states[tp] = replace(state, zk_version=version)
-                slog.event(
-                    "partition_initialized",
-                    tp=str(tp),
-                    leader=state.leader,
-                    isr=list(state.isr),
-                    leader_epoch=state.leader_epoch,
-                )
-            self._send_state(batch, tp)
-            batch.is_new.add(tp)
-
-    async def _elect_offline(self, batch: RequestBatch) -> list[TopicPartition]:
-        """Offline-partition elections (reference §5.5) for partitions whose leader is gone."""
-        ctx = self.ctx
-        unclean_default = self.settings.get_bool("unclean.leader.election.enable")
-        unclean: set[TopicPartition] = set()
-
-        def decide(tp: TopicPartition, fresh: LeaderAndIsr) -> LeaderAndIsr | None:
-            if fresh.leader in ctx.online():
-                return None  # someone already elected a live leader
-            out = elections.offline_election(
-                ctx.assignments[tp],
-                fresh,
-                ctx.online(),
-                ctx.unclean_allowed(tp.topic, unclean_default),
-                ctx.epoch,
-            )
-            if out is None:
-                return None
-            if out.unclean:
-                unclean.add(tp)
-            return out.state
-
-        started = time.perf_counter()
-        offline = ctx.offline_partitions()
-        changed = await self._write_states(offline, decide)
-        for tp in changed:
-            self._send_state(batch, tp)
-            self._announce(tp, "offline", unclean=tp in unclean)
-            if tp in unclean:
-                self.metrics.unclean_elections.inc()
-        for tp in set(offline) - set(changed):
-            failed = ctx.states.get(tp)
-            slog.event(
-                "leader_election_failed",
-                logging.WARNING,
-                tp=str(tp),
-                isr=list(failed.isr) if failed else None,
-                reason="no live ISR member",
-            )
-        if offline:
-            self.metrics.elections.observe((time.perf_counter() - started) * 1000)
-        return changed
-
-    async def _remove_replicas_from_isr(self, brokers: set[int], batch: RequestBatch) -> None:
-        """Reference §5.6: ISR removal of offline replicas, epoch + 1, never an empty ISR."""
-        ctx = self.ctx
-        for b in sorted(brokers):
-            tps = [tp for tp in ctx.partitions_on(b) if tp in ctx.states]
-
-            def decide(tp: TopicPartition, fresh: LeaderAndIsr, b: int = b) -> LeaderAndIsr | None:
-                return elections.remove_from_isr(fresh, b, ctx.epoch)
-
-            for tp in await self._write_states(tps, decide):
-                s = ctx.states[tp]
-                slog.event(
-                    "replica_removed_from_isr",
-                    tp=str(tp),
-                    replica=b,
-                    leader=s.leader,
-                    isr=list(s.isr),
-                    leader_epoch=s.leader_epoch,
-                )
-                self._send_state(batch, tp, exclude=[b])
 
     # ---- broker membership (§5.3) --------------------------------------------------------
 
