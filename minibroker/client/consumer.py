@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from minibroker.client.channels import ChannelPool, RpcFailure, parse_bootstrap
+from minibroker.client.channels import ChannelPool, RpcFailure
 from minibroker.client.errors import (
     BrokerError,
     ClientClosed,
@@ -26,7 +26,7 @@ from minibroker.client.fetch_state import (
     fetch_error_action,
     reset_timestamp,
 )
-from minibroker.client.metadata import BrokerNode, MetadataClient
+from minibroker.client.metadata import BrokerNode, connect
 from minibroker.client.offsets import list_offsets
 from minibroker.client.requests import fetch_request
 from minibroker.core.errors import ErrorCode
@@ -62,12 +62,9 @@ class Consumer:
             raise ValueError(
                 f"auto_offset_reset must be earliest, latest or none, not {auto_offset_reset!r}"
             )
-        # A pool passed in is shared with other clients and stays open on close().
-        self._owns_channels = channels is None
-        self._channels = channels or ChannelPool()
-        self._metadata = MetadataClient(
-            parse_bootstrap(bootstrap),
-            self._channels,
+        self._owns_channels, self._channels, self._metadata = connect(
+            bootstrap,
+            channels,
             request_timeout_ms=request_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
             metadata_max_age_ms=metadata_max_age_ms,

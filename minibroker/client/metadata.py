@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from minibroker.client.channels import ChannelPool, RpcFailure
+from minibroker.client.channels import ChannelPool, RpcFailure, parse_bootstrap
 from minibroker.client.errors import NoBrokerAvailable, UnknownTopicError
 from minibroker.core.errors import ErrorCode
 from minibroker.core.types import NO_LEADER, TopicPartition
@@ -305,3 +305,24 @@ def _retrieve(task: asyncio.Task[None]) -> None:
     # Background refreshes report failures through the next caller, not as unretrieved errors.
     if not task.cancelled() and task.exception() is not None:
         slog.event("client_metadata_refresh_failed", logging.DEBUG, error=str(task.exception()))
+
+
+def connect(
+    bootstrap: str | Sequence[str],
+    channels: ChannelPool | None,
+    *,
+    request_timeout_ms: int,
+    retry_backoff_ms: int,
+    metadata_max_age_ms: int,
+) -> tuple[bool, ChannelPool, MetadataClient]:
+    """A client's channel pool and metadata client: (owns the pool, pool, metadata). A pool
+    passed in is shared with other clients and stays open when this client closes."""
+    pool = channels or ChannelPool()
+    metadata = MetadataClient(
+        parse_bootstrap(bootstrap),
+        pool,
+        request_timeout_ms=request_timeout_ms,
+        retry_backoff_ms=retry_backoff_ms,
+        metadata_max_age_ms=metadata_max_age_ms,
+    )
+    return channels is None, pool, metadata

@@ -20,14 +20,14 @@ from minibroker.client.accumulator import (
     produce_outcome,
     record_size_upper_bound,
 )
-from minibroker.client.channels import ChannelPool, RpcFailure, parse_bootstrap
+from minibroker.client.channels import ChannelPool, RpcFailure
 from minibroker.client.errors import (
     ClientClosed,
     NoBrokerAvailable,
     ProduceError,
     UnknownTopicError,
 )
-from minibroker.client.metadata import BrokerNode, MetadataClient
+from minibroker.client.metadata import BrokerNode, connect
 from minibroker.client.requests import PartitionResult, produce_request, produce_results
 from minibroker.core.errors import ErrorCode
 from minibroker.core.partitioner import StickyPartition, next_sticky_partition, partition_for
@@ -90,12 +90,9 @@ class Producer:
             raise ValueError(f"acks must be all, -1, 0 or 1, got {acks!r}")
         if delivery_timeout_ms < linger_ms + request_timeout_ms:
             raise ValueError("delivery_timeout_ms must be >= linger_ms + request_timeout_ms")
-        # A pool passed in is shared with other clients and stays open on close().
-        self._owns_channels = channels is None
-        self._channels = channels or ChannelPool()
-        self._metadata = MetadataClient(
-            parse_bootstrap(bootstrap),
-            self._channels,
+        self._owns_channels, self._channels, self._metadata = connect(
+            bootstrap,
+            channels,
             request_timeout_ms=request_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
             metadata_max_age_ms=metadata_max_age_ms,
