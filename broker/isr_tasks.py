@@ -14,6 +14,7 @@ from broker.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT, write_offsets_
 from broker.replication.isr_propagation import IsrChangePropagation
 from broker.replication.partition import ProposeIsr
 from minibroker.runtime import logging as slog
+from minibroker.runtime.clock import now_ms
 from minibroker.runtime.zk_store import ZkError
 
 if TYPE_CHECKING:
@@ -95,14 +96,25 @@ class IsrTasks:
         hosted = rm.partitions.get(proposal.tp)
         if hosted is None:
             return
+        old_isr = sorted(hosted.partition.isr)
         now = rm.now_ms()
+        # When each replica that leaves or joins last caught up (the shrink rule's input), on
+        # the wall clock: the rules' clock is monotonic.
+        wall_offset = now_ms() - now
+        caught_up = {
+            str(b): r.last_caught_up_time_ms + wall_offset
+            for b, r in hosted.partition.remote.items()
+            if b in proposal.changed and r.last_caught_up_time_ms > 0
+        }
         hw_moved = hosted.partition.apply_isr_write(
             proposal, new_version, hosted.log.log_end_offset, now
         )
         fields: dict[str, Any] = {
             "tp": str(proposal.tp),
+            "old_isr": old_isr,
             "isr": list(proposal.new_state.isr),
             "changed": sorted(proposal.changed),
+            "last_caught_up_ms": caught_up,
             "leader_epoch": proposal.new_state.leader_epoch,
             "expected_zk_version": proposal.expected_zk_version,
         }

@@ -18,6 +18,7 @@ import grpc
 from controller.logic.batch import RequestBatch
 from controller.logic.context import ControllerContext
 from minibroker.core.errors import error_name
+from minibroker.core.listeners import Endpoint
 from minibroker.core.types import TopicPartition
 from minibroker.rpc import control_pb2, control_pb2_grpc
 from minibroker.runtime import logging as slog
@@ -31,7 +32,8 @@ class BrokerChannel:
         self.broker_id = broker_id
         self.address = address
         self.controller_id = controller_id
-        self.queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        # (request kind, request, a future for its answer's error code or None)
+        self.queue: asyncio.Queue[tuple[str, Any, asyncio.Future[int] | None]] = asyncio.Queue()
         self._channel = grpc.aio.insecure_channel(address)
         self._stub = control_pb2_grpc.ControlStub(self._channel)
         self._task = asyncio.ensure_future(self._run())
@@ -44,7 +46,7 @@ class BrokerChannel:
 
     async def _run(self) -> None:
         while True:
-            kind, request = await self.queue.get()
+            kind, request, answered = await self.queue.get()
             while True:
                 try:
                     response = await getattr(self._stub, kind)(request, timeout=REQUEST_TIMEOUT_S)
@@ -52,6 +54,8 @@ class BrokerChannel:
                 except grpc.aio.AioRpcError:
                     await asyncio.sleep(RETRY_BACKOFF_S)
             error = int(response.error_code)
+            if answered is not None and not answered.done():
+                answered.set_result(error)
             slog.event(
                 "request_sent",
                 logging.INFO if error == 0 else logging.WARNING,
@@ -101,8 +105,9 @@ class ChannelManager:
             await channel.close()
         self.channels.clear()
 
-    def send(self, ctx: ControllerContext, batch: RequestBatch) -> None:
-        """LeaderAndIsr, then UpdateMetadata, then StopReplica (reference §5.9)."""
+    def send(self, ctx: ControllerContext, batch: RequestBatch) -> dict[int, asyncio.Future[int]]:
+        """LeaderAndIsr, then UpdateMetadata, then StopReplica (reference §5.9). Returns, per
+        broker sent UpdateMetadata, a future of the error code it answered with."""
         self.sync(ctx)
         for b, tps in sorted(batch.leader_and_isr.items()):
             if b in self.channels:
@@ -110,15 +115,18 @@ class ChannelManager:
                     (
                         "LeaderAndIsr",
                         leader_and_isr_request(ctx, self.controller_id, b, tps, batch.is_new),
+                        None,
                     )
                 )
         update = update_metadata_request(ctx, self.controller_id, batch.update_metadata_partitions)
+        answers: dict[int, asyncio.Future[int]] = {}
         for b in sorted(batch.update_metadata_to):
             if b in self.channels:
                 request = control_pb2.UpdateMetadataRequest()
                 request.CopyFrom(update)
                 request.broker_epoch = ctx.live_brokers[b].epoch
-                self.channels[b].queue.put_nowait(("UpdateMetadata", request))
+                answers[b] = asyncio.get_running_loop().create_future()
+                self.channels[b].queue.put_nowait(("UpdateMetadata", request, answers[b]))
         for b, entries in sorted(batch.stop_replica.items()):
             if b in self.channels:
                 stop = control_pb2.StopReplicaRequest(
@@ -131,7 +139,8 @@ class ChannelManager:
                         partition_index=e.tp.partition, delete_partition=e.delete
                     )
                     p.leader_epoch = e.leader_epoch
-                self.channels[b].queue.put_nowait(("StopReplica", stop))
+                self.channels[b].queue.put_nowait(("StopReplica", stop, None))
+        return answers
 
 
 def leader_and_isr_request(
@@ -178,9 +187,8 @@ def update_metadata_request(
     online = ctx.online()
     for b, info in sorted(ctx.live_brokers.items()):
         broker = request.live_brokers.add(id=b)
-        broker.endpoints.add(
-            host=info.host, port=info.port, listener="PLAINTEXT", security_protocol=0
-        )
+        for e in info.endpoints or (Endpoint("PLAINTEXT", info.host, info.port),):
+            broker.endpoints.add(host=e.host, port=e.port, listener=e.listener, security_protocol=0)
         if info.rack is not None:
             broker.rack = info.rack
     for tp in sorted(tps):

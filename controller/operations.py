@@ -25,6 +25,7 @@ from minibroker.core.zk_layout import (
     PreferredReplicaElectionZNode,
 )
 from minibroker.runtime import logging as slog
+from minibroker.runtime.clock import now_ms
 from minibroker.runtime.zk_store import ZkNoNode
 
 
@@ -35,7 +36,7 @@ class ControllerOps(StateChanges):
 
     async def on_failover(self, epoch: int, epoch_zk_version: int) -> None:
         self.ctx = ctx = ControllerContext(epoch=epoch, epoch_zk_version=epoch_zk_version)
-        ctx.live_brokers = await asyncio.to_thread(read_brokers, self.store)
+        ctx.live_brokers = await asyncio.to_thread(read_brokers, self.store, self.listener)
         for topic in await asyncio.to_thread(read_topics, self.store):
             await self._load_topic(topic)
         ctx.states = await asyncio.to_thread(read_states, self.store, sorted(ctx.assignments))
@@ -75,7 +76,7 @@ class ControllerOps(StateChanges):
     async def on_broker_change(self) -> None:
         ctx = self.ctx
         started = time.perf_counter()
-        current = await asyncio.to_thread(read_brokers, self.store)
+        current = await asyncio.to_thread(read_brokers, self.store, self.listener)
         new = set(current) - set(ctx.live_brokers)
         dead = set(ctx.live_brokers) - set(current)
         bounced = {
@@ -149,6 +150,7 @@ class ControllerOps(StateChanges):
         if not children:
             return
         changed: set[TopicPartition] = set()
+        created_ms: list[int] = []
         try:
             for child in children:
                 got = await asyncio.to_thread(
@@ -156,17 +158,19 @@ class ControllerOps(StateChanges):
                 )
                 if got is not None:
                     changed.update(IsrChangeNotificationSequenceZNode.decode(got[0]))
+                    created_ms.append(got[1].ctime_ms)
             known = sorted(tp for tp in changed if tp in ctx.assignments)
             ctx.states.update(await asyncio.to_thread(read_states, self.store, known))
             batch = RequestBatch()
             batch.add_update_metadata(ctx.live_or_shutting_down(), known)
-            self.channels.send(ctx, batch)
+            answers = self.channels.send(ctx, batch)
             slog.event(
                 "isr_change_processed",
                 nodes=children,
                 leftover=leftover,
                 partitions=[f"{tp}:{list(ctx.states[tp].isr)}" for tp in known],
             )
+            self._watch_propagation(children, min(created_ms, default=now_ms()), answers)
         finally:
             for child in children:
                 await asyncio.to_thread(
@@ -174,6 +178,29 @@ class ControllerOps(StateChanges):
                     ctx.epoch_zk_version,
                     IsrChangeNotificationSequenceZNode.path(child),
                 )
+
+    def _watch_propagation(
+        self, nodes: list[str], created_ms: int, answers: dict[int, asyncio.Future[int]]
+    ) -> None:
+        """Log `update_metadata_propagated` once every broker answered the UpdateMetadata (or
+        after 10 s): the time from the first isr_change node's creation to the last answer."""
+
+        async def watch() -> None:
+            done, _ = await asyncio.wait(answers.values(), timeout=10.0)
+            answered = sorted(b for b, f in answers.items() if f in done)
+            slog.event(
+                "update_metadata_propagated",
+                cause="isr_change",
+                nodes=nodes,
+                brokers=answered,
+                not_answered=sorted(set(answers) - set(answered)),
+                took_ms=now_ms() - created_ms,
+            )
+
+        if answers:
+            task = asyncio.ensure_future(watch())
+            self._background.add(task)  # keep a reference until done
+            task.add_done_callback(self._background.discard)
 
     # ---- preferred replica election (§5.5) -----------------------------------------------
 

@@ -42,6 +42,9 @@ class StateChanges:
         self.channels = channels
         self.metrics = metrics
         self.ctx = ControllerContext()
+        # The listener the controller reaches brokers on (Kafka: the inter-broker listener).
+        self.listener = settings.get_str("inter.broker.listener.name")
+        self._background: set[asyncio.Future[None]] = set()
 
     # ---- writing partition state ---------------------------------------------------------
 

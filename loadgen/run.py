@@ -8,8 +8,9 @@ when one is missing or the job failed.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,15 @@ from loadgen.report import build_report, load_ledger, summary_lines, write_repor
 from loadgen.spark import master_cores, spark_session
 from loadgen.verify import Verification, verify
 from loadgen.workload import WorkloadSpec
+from minibroker.chaos import ChaosBackend, backend_for
+from minibroker.cli.events import sources_in_zookeeper
 from minibroker.cli.locate import bootstrap_servers, zk_connect
 from minibroker.client.errors import ClientError
+from minibroker.client.events import Event, read_events
 from minibroker.localcluster import ClusterState
 from minibroker.runtime.clock import now_ms
 from minibroker.runtime.logging import parse_line
+from minibroker.runtime.zk_store import ZkError
 
 
 def say(line: str) -> None:
@@ -39,10 +44,15 @@ def say(line: str) -> None:
 
 def execute(args: argparse.Namespace, plan: Plan) -> int:
     bootstrap = bootstrap_servers(args)
-    if plan.faults:
-        ClusterState.load(args.dir)  # an unknown cluster dir fails now, not at the first fault
+    zk = zk_connect(args)
+    # Made now, so an unknown cluster dir or an unreachable Docker engine fails before Spark.
+    chaos = (
+        backend_for(cluster_dir=args.dir, compose_project=args.compose, zk=zk)
+        if plan.faults
+        else None
+    )
     partitions = ensure_topic(
-        zk_connect(args), args.topic, args.partitions, args.replication_factor, args.min_insync
+        zk, args.topic, args.partitions, args.replication_factor, args.min_insync
     )
     spec = plan.spec
     if args.partitioner == "workload":
@@ -55,7 +65,9 @@ def execute(args: argparse.Namespace, plan: Plan) -> int:
     say(f"loadgen: starting Spark ({args.master})")
     spark = spark_session("minibroker-loadgen", args.master)
     try:
-        started_ms, finished_ms, executed = _produce(spark, args, plan, spec, sink, tasks, starting)
+        started_ms, finished_ms, executed = _produce(
+            spark, args, plan, spec, sink, tasks, starting, chaos
+        )
         ledger_files = list(sink.ledger_dir.glob("*.parquet"))
         if not ledger_files:
             raise LoadgenError(f"the job wrote no ledger files into {sink.ledger_dir}")
@@ -76,7 +88,11 @@ def execute(args: argparse.Namespace, plan: Plan) -> int:
         "finished_ms": finished_ms,
         "out": str(plan.out_dir),
     }
-    changes = isr_changes(args.dir, args.topic) if args.dir else []
+    changes = (
+        isr_changes(args.dir, args.topic)
+        if args.dir
+        else live_isr_changes(zk, args.topic, started_ms)
+    )
     finish(plan.out_dir, spec, run_info, verdict, executed, finished_ms, changes)
     return 0 if verdict.ok else 1
 
@@ -85,20 +101,46 @@ def isr_changes(cluster_dir: Path, topic: str) -> list[dict[str, Any]]:
     """The leaders' isr_shrink / isr_expand events for `topic` from a process-mode cluster's
     structured logs (brokers log one line per ISR change)."""
     state = ClusterState.load(cluster_dir)
-    out = []
+    events: list[Mapping[str, Any]] = []
     for broker in state.by_role("broker"):
         try:
             lines = Path(broker.log_file).read_text(errors="replace").splitlines()
         except OSError:
             continue
-        for event in filter(None, map(parse_line, lines)):
-            if event["event"] in ("isr_shrink", "isr_expand") and str(
-                event.get("tp", "")
-            ).startswith(f"{topic}-"):
-                out.append(
-                    {k: event.get(k) for k in ("ts", "event", "tp", "isr", "proc", "changed")}
-                )
+        events += filter(None, map(parse_line, lines))
+    return _isr_fields(events, topic)
+
+
+def _isr_fields(events: Iterable[Mapping[str, Any]], topic: str) -> list[dict[str, Any]]:
+    out = [
+        {k: e.get(k) for k in ("ts", "event", "tp", "isr", "proc", "changed")}
+        for e in events
+        if e.get("event") in ("isr_shrink", "isr_expand")
+        and str(e.get("tp", "")).startswith(f"{topic}-")
+    ]
     return sorted(out, key=lambda e: int(e["ts"]))
+
+
+def live_isr_changes(zk: str, topic: str, since_ms: int) -> list[dict[str, Any]]:
+    """The same, from the brokers' Events service (any cluster, e.g. a compose one); brokers
+    that cannot be reached are left out of the report, with a note."""
+
+    async def read_all() -> list[Event]:
+        sources = await asyncio.to_thread(sources_in_zookeeper, zk)
+        got = await asyncio.gather(
+            *(read_events(s, since_ms) for s in sources if s.name.startswith("broker")),
+            return_exceptions=True,
+        )
+        for g in got:
+            if isinstance(g, BaseException):
+                print(f"loadgen: ISR changes incomplete: {g}")
+        return [e for g in got if not isinstance(g, BaseException) for e in g]
+
+    try:
+        return _isr_fields(asyncio.run(read_all()), topic)
+    except (ZkError, OSError) as exc:
+        print(f"loadgen: cannot read the brokers' ISR changes: {exc}")
+        return []
 
 
 def _produce(
@@ -109,12 +151,13 @@ def _produce(
     sink: Sink,
     tasks: int,
     starting: Mapping[int, int],
+    chaos: ChaosBackend | None,
 ) -> tuple[int, int, list[dict[str, Any]]]:
     """Write the workload with faults and progress lines alongside; (start, end, faults)."""
     progress = ProgressPrinter(sink.bootstrap, args.topic, starting, say=say)
     driver = FaultDriver(
         plan.faults,
-        args.dir or Path("."),
+        chaos,
         args.topic,
         load_started=_topic_grew(sink.bootstrap, args.topic, starting),
         say=say,

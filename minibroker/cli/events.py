@@ -1,71 +1,276 @@
-"""`minibroker events`: one timeline of every process's structured events in a local cluster.
+"""`minibroker events`: one merged, time-ordered timeline from every broker and controller.
 
-Merges the JSON lines of the cluster's log files by timestamp. (A live, streaming timeline
-comes with the deploy/ issue.)
+Each process serves its recent events over gRPC (the Events service); this command finds the
+processes (ZooKeeper's registrations, a broker's Metadata, or a process-mode cluster's state
+file), reads or follows them all, and prints them in time order. Only for a process-mode
+cluster on this machine, a process that is not running is read from its own log file.
 """
 
 from __future__ import annotations
 
 import argparse
-import heapq
+import asyncio
+import contextlib
 import json
+import os
+import signal
+import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from minibroker.cli.locate import add_dir_argument, cluster_dir
-from minibroker.localcluster import ClusterState
+from minibroker.cli.event_text import is_routine, parse_since, render
+from minibroker.cli.locate import (
+    add_locate_arguments,
+    client_listener,
+    default_dir,
+    registered_address,
+)
+from minibroker.client.channels import parse_bootstrap
+from minibroker.client.events import (
+    Event,
+    EventsUnavailable,
+    Follower,
+    Source,
+    metadata_brokers,
+    read_events,
+)
+from minibroker.core.listeners import from_strings, pick
+from minibroker.core.zk_layout import (
+    BrokerIdsZNode,
+    BrokerIdZNode,
+    ControllerEndpointZNode,
+    ZNodeFormatError,
+)
+from minibroker.localcluster import (
+    STATE_FILE,
+    ClusterError,
+    ClusterState,
+    ProcessInfo,
+    is_alive,
+    zk_session,
+)
+from minibroker.runtime.clock import now_ms
 from minibroker.runtime.logging import parse_line
-
-_FIXED = ("ts", "level", "proc", "event")
+from minibroker.runtime.zk_store import ZkError, ZkNoNode
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("events", help="the cluster's events (elections, registrations, ...)")
+    p = sub.add_parser(
+        "events",
+        help="one time-ordered timeline of every broker's and controller's events",
+        description="Read (or --follow) the events every broker and controller keeps and print "
+        "them merged in time order: ISR shrink/expand, isr_change nodes, UpdateMetadata, "
+        "elections, registrations, ...",
+    )
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
+    p.add_argument(
+        "--for",
+        dest="for_s",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --follow: stop after this long (default: until Ctrl-C)",
+    )
+    p.add_argument(
+        "--since", help="only events since: 90s, 5m, 1h ago, HH:MM[:SS], ISO time, epoch ms"
+    )
     p.add_argument("--proc", action="append", default=[], help="only these processes")
     p.add_argument("--event", action="append", default=[], help="only these event names")
     p.add_argument("--last", type=int, default=0, help="only the last N events")
-    p.add_argument("--json", action="store_true", help="one JSON object per line")
-    add_dir_argument(p)
+    p.add_argument(
+        "--all", action="store_true", help="also the per-request HW moves (hidden by default)"
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object per line, as logged")
+    add_locate_arguments(p)
     p.set_defaults(func=cmd_events)
 
 
-def _read(path: Path) -> Iterator[dict[str, Any]]:
+# ---- finding the processes --------------------------------------------------------------------
+
+
+class Where:
+    """How to find the cluster's processes: a state file, ZooKeeper, or bootstrap brokers."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.dir: Path | None = None
+        self.zk: str | None = None
+        self.bootstrap: list[str] = []
+        env_zk = os.environ.get("MINIBROKER_ZK")
+        env_bootstrap = os.environ.get("MINIBROKER_BOOTSTRAP")
+        if args.zk:
+            self.zk = str(args.zk)
+        elif args.bootstrap:
+            self.bootstrap = parse_bootstrap(str(args.bootstrap))
+        elif args.dir is not None:
+            self.dir = args.dir
+        elif env_zk:
+            self.zk = env_zk
+        elif env_bootstrap:
+            self.bootstrap = parse_bootstrap(env_bootstrap)
+        elif (default_dir() / STATE_FILE).exists():
+            self.dir = default_dir()
+        else:
+            raise ClusterError(
+                "cannot find the cluster: give --zk HOST:PORT, --bootstrap HOST:PORT or --dir "
+                "DIR (or set MINIBROKER_ZK / MINIBROKER_BOOTSTRAP)"
+            )
+
+    def state(self) -> ClusterState | None:
+        return None if self.dir is None else ClusterState.load(self.dir)
+
+    async def sources(self) -> list[Source]:
+        if self.dir is not None:
+            state = ClusterState.load(self.dir)
+            return [
+                Source(p.name, p.address)
+                for p in state.processes
+                if p.role in ("broker", "controller")
+            ]
+        if self.zk is not None:
+            return await asyncio.to_thread(sources_in_zookeeper, self.zk)
+        errors = []
+        for address in self.bootstrap:
+            try:
+                return await metadata_brokers(address)
+            except EventsUnavailable as exc:
+                errors.append(str(exc))
+        raise EventsUnavailable("no bootstrap broker answered: " + "; ".join(errors))
+
+
+def sources_in_zookeeper(zk_connect: str) -> list[Source]:
+    """Every registered broker and every controller's published endpoint."""
+    listener = client_listener()
+
+    def broker(child: str, data: bytes | None) -> str | None:
+        return registered_address(BrokerIdZNode.decode(int(child), data))
+
+    def controller(child: str, data: bytes | None) -> str | None:
+        ep = pick(from_strings(ControllerEndpointZNode.decode(data)), listener)
+        return None if ep is None else ep.address
+
+    out = []
+    with zk_session(zk_connect) as zk:
+        for kind, root, address_of in (
+            ("broker", BrokerIdsZNode.path, broker),
+            ("controller", ControllerEndpointZNode.root, controller),
+        ):
+            try:
+                children = sorted(zk.children(root), key=lambda c: (len(c), c))
+            except ZkNoNode:
+                continue
+            for child in children:
+                try:
+                    address = address_of(child, zk.get(f"{root}/{child}")[0])
+                except (ZkNoNode, ZNodeFormatError, ValueError):
+                    continue  # went away meanwhile, or not something we can read
+                if address is not None:
+                    out.append(Source(f"{kind} {child}", address))
+    return out
+
+
+# ---- reading -----------------------------------------------------------------------------------
+
+
+def _log_file_events(info: ProcessInfo, before_ms: int | None = None) -> Iterator[Event]:
     try:
-        lines = path.read_text(errors="replace").splitlines()
+        lines = Path(info.log_file).read_text(errors="replace").splitlines()
     except OSError:
         return
     for line in lines:
-        event = parse_line(line)
-        if event is not None and isinstance(event.get("ts"), int):
-            yield event
+        ev = parse_line(line)
+        ts = None if ev is None else ev.get("ts")
+        if ev is not None and isinstance(ts, int) and (before_ms is None or ts < before_ms):
+            yield ev
 
 
-def timeline(state: ClusterState) -> list[dict[str, Any]]:
-    """Every event of every program in the cluster, oldest first."""
-    streams = [_read(Path(p.log_file)) for p in state.processes if p.role != "zookeeper"]
-    return list(heapq.merge(*streams, key=lambda e: int(e["ts"])))
-
-
-def render(event: dict[str, Any]) -> str:
-    when = datetime.fromtimestamp(event["ts"] / 1000, tz=UTC).strftime("%H:%M:%S.%f")[:-3]
-    rest = " ".join(
-        f"{k}={json.dumps(v) if not isinstance(v, str) else v}"
-        for k, v in event.items()
-        if k not in _FIXED
+async def read_all(where: Where, since_ms: int) -> tuple[list[Event], list[str]]:
+    """Every process's kept events since `since_ms`, merged by time, and notes on stderr."""
+    sources = await where.sources()
+    results = await asyncio.gather(
+        *(read_events(s, since_ms) for s in sources), return_exceptions=True
     )
-    return f"{when} {event.get('proc', '?'):<14} {event['event']:<28} {rest}".rstrip()
+    state = where.state()
+    by_name = {p.name: p for p in state.processes} if state is not None else {}
+    events: list[Event] = []
+    notes = []
+    for source, got in zip(sources, results, strict=True):
+        info = by_name.get(source.name)
+        if isinstance(got, BaseException):
+            if info is not None and not is_alive(info):
+                notes.append(f"{source.name} is not running: its events come from its log file")
+                events += (e for e in _log_file_events(info) if e["ts"] >= since_ms)
+            else:
+                notes.append(f"cannot read events: {got}")
+            continue
+        events += got
+        if info is not None:
+            # The process keeps only this life's recent events; earlier ones are in its log.
+            first = min((int(e["ts"]) for e in got), default=None)
+            events += (e for e in _log_file_events(info, first) if e["ts"] >= since_ms)
+    events.sort(key=lambda e: int(e.get("ts", 0)))
+    return events, notes
+
+
+# ---- the command -------------------------------------------------------------------------------
+
+
+def _wanted(args: argparse.Namespace, event: Event) -> bool:
+    if args.proc and event.get("proc") not in args.proc:
+        return False
+    if args.event:
+        return event.get("event") in args.event
+    return args.all or (not is_routine(event) and event.get("event") != "log")
+
+
+def _print(args: argparse.Namespace, event: Event) -> None:
+    print(json.dumps(event) if args.json else render(event), flush=True)
+
+
+async def _follow(args: argparse.Namespace, where: Where, since_ms: int) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    if args.for_s is not None:
+        loop.call_later(args.for_s, stop.set)
+
+    def on_event(event: Event) -> None:
+        if _wanted(args, event):
+            _print(args, event)
+
+    follower = Follower(
+        where.sources,
+        on_event,
+        lambda line: print(f"events: {line}", file=sys.stderr, flush=True),
+        since_ms=since_ms,
+    )
+    await follower.run(stop)
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    events = timeline(ClusterState.load(cluster_dir(args)))
-    if args.proc:
-        events = [e for e in events if e.get("proc") in args.proc]
-    if args.event:
-        events = [e for e in events if e.get("event") in args.event]
+    now = now_ms()
+    try:
+        since_ms = parse_since(args.since, now) if args.since else 0
+    except ValueError as exc:
+        raise ClusterError(str(exc)) from None
+    if args.for_s is not None and not args.follow:
+        raise ClusterError("--for needs --follow")
+    where = Where(args)
+    if args.follow:
+        if args.last:
+            raise ClusterError("--last cannot be combined with --follow; use --since")
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(_follow(args, where, since_ms or now - 2_000))
+        return 0
+    try:
+        events, notes = asyncio.run(read_all(where, since_ms))
+    except (EventsUnavailable, ZkError) as exc:
+        raise ClusterError(f"cannot read the cluster's events: {exc}") from None
+    for note in notes:
+        print(f"events: {note}", file=sys.stderr)
+    events = [e for e in events if _wanted(args, e)]
     if args.last:
         events = events[-args.last :]
     for e in events:
-        print(json.dumps(e) if args.json else render(e))
+        _print(args, e)
     return 0

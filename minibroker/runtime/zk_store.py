@@ -79,6 +79,7 @@ class Stat:
     ephemeral_owner: int
     num_children: int
     data_length: int
+    ctime_ms: int = 0  # the server's clock when the node was created
 
     @property
     def ephemeral(self) -> bool:
@@ -98,6 +99,7 @@ def _stat(s: Any) -> Stat:
         czxid=s.czxid,
         mzxid=s.mzxid,
         ephemeral_owner=s.ephemeralOwner,
+        ctime_ms=s.ctime,
         num_children=s.numChildren,
         data_length=s.dataLength,
     )

@@ -1,0 +1,145 @@
+"""How `minibroker events` prints one event: time, process, then a sentence for the events that
+tell the replication story (ISR shrink/expand, isr_change nodes, UpdateMetadata, elections),
+and `key=value` fields for the rest. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+Event = dict[str, Any]
+_FIXED = ("ts", "level", "proc", "event")
+# Per-request HW moves flood a timeline under load; shown with --all or --event hw_advanced.
+# HW moves caused by an ISR change are part of the story and always shown.
+ROUTINE_HW_CAUSES = frozenset({"append", "follower_fetch", "leader_hw"})
+
+
+def is_routine(event: Event) -> bool:
+    return event.get("event") in ("hw_advanced", "hw_lowered") and (
+        event.get("cause") in ROUTINE_HW_CAUSES
+    )
+
+
+def clock(ts_ms: int) -> str:
+    """Local wall-clock time with milliseconds, e.g. 12:00:04.107."""
+    return datetime.fromtimestamp(ts_ms / 1000).strftime("%H:%M:%S.%f")[:-3]
+
+
+def _ids(values: Any) -> str:
+    return "[" + ",".join(str(v) for v in values) + "]" if isinstance(values, list) else str(values)
+
+
+def _node(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def _caught_up(event: Event) -> str:
+    times = event.get("last_caught_up_ms") or {}
+    ts = int(event.get("ts", 0))
+    parts = [
+        f"broker {b} last caught up {clock(int(t))}, {(ts - int(t)) / 1000:.1f} s before"
+        for b, t in sorted(times.items())
+        if t
+    ]
+    return "; ".join(parts)
+
+
+def _isr_change(event: Event) -> str:
+    kind = str(event["event"]).removeprefix("isr_")
+    verb = {"shrink": "ISR shrink", "expand": "ISR expand"}.get(kind, f"ISR {kind}")
+    text = f"{verb} {event.get('tp')} {_ids(event.get('old_isr', '?'))}→{_ids(event.get('isr'))}"
+    why = _caught_up(event) if kind.startswith("shrink") else ""
+    return f"{text} ({why})" if why else text
+
+
+def _request_sent(event: Event) -> str:
+    kind = event.get("request")
+    what = f"{kind} → broker {event.get('broker')}"
+    if kind == "UpdateMetadata":
+        what += f" (live brokers {_ids(event.get('live_brokers', []))})"
+    elif event.get("partitions"):
+        what += f" {_ids(event['partitions'])}"
+    error = event.get("error")
+    return what if error in (None, "NONE") else f"{what}: {error}"
+
+
+_SENTENCES: dict[str, Callable[[Event], str]] = {
+    "isr_shrink": _isr_change,
+    "isr_expand": _isr_change,
+    "isr_shrink_failed": _isr_change,
+    "isr_expand_failed": _isr_change,
+    "isr_change_notification_created": lambda e: (
+        f"{_node(str(e.get('path', '')))} written for {_ids(e.get('partitions', []))}"
+    ),
+    "isr_change_processed": lambda e: (
+        f"controller read {_ids(e.get('nodes', []))}: ISR now {_ids(e.get('partitions', []))}"
+    ),
+    "update_metadata_propagated": lambda e: (
+        f"UpdateMetadata to {','.join(str(b) for b in e.get('brokers', []))} in "
+        f"{e.get('took_ms')} ms after {_ids(e.get('nodes', []))}"
+        + (f" (no answer from {_ids(e['not_answered'])})" if e.get("not_answered") else "")
+    ),
+    "leader_elected": lambda e: (
+        f"leader of {e.get('tp')} is {e.get('leader')} (epoch {e.get('leader_epoch')}, "
+        f"ISR {_ids(e.get('isr', []))}, {e.get('strategy')})"
+    ),
+    "became_leader": lambda e: (
+        f"leads {e.get('tp')} at epoch {e.get('leader_epoch')}, ISR {_ids(e.get('isr', []))}, "
+        f"HW {e.get('high_watermark')}"
+    ),
+    "became_follower": lambda e: f"follows {e.get('leader')} for {e.get('tp')}",
+    "controller_elected": lambda e: (
+        f"controller {e.get('controller_id')} elected (controller epoch {e.get('epoch')})"
+    ),
+    "broker_change": lambda e: (
+        f"brokers changed: new {_ids(e.get('new', []))}, dead {_ids(e.get('dead', []))}"
+        + (f", bounced {_ids(e['bounced'])}" if e.get("bounced") else "")
+    ),
+    "hw_advanced": lambda e: f"HW {e.get('tp')} → {e.get('high_watermark')} ({e.get('cause')})",
+    "request_sent": _request_sent,
+}
+
+
+def _fields(event: Event) -> str:
+    return " ".join(
+        f"{k}={v if isinstance(v, str) else json.dumps(v)}"
+        for k, v in event.items()
+        if k not in _FIXED
+    )
+
+
+def render(event: Event) -> str:
+    """One line: time, process, event name, then its sentence (or fields)."""
+    sentence = _SENTENCES.get(str(event.get("event")))
+    text = sentence(event) if sentence is not None else _fields(event)
+    when = clock(int(event.get("ts", 0)))
+    return f"{when} {event.get('proc', '?'):<14} {event.get('event', '?'):<28} {text}".rstrip()
+
+
+_SINCE = re.compile(r"(?P<n>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+
+
+def parse_since(text: str, now_ms: int) -> int:
+    """Epoch ms from "90s", "5m", "1h" (ago), epoch ms, "HH:MM[:SS]" (today, local time) or an
+    ISO date-time; ValueError with the accepted forms otherwise."""
+    text = text.strip()
+    m = _SINCE.fullmatch(text)
+    if m is not None:
+        return now_ms - int(float(m["n"]) * _UNIT_MS[m["unit"]])
+    if text.isdigit():
+        return int(text)
+    try:
+        if re.fullmatch(r"\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?", text):
+            today = datetime.fromtimestamp(now_ms / 1000).date().isoformat()
+            return int(datetime.fromisoformat(f"{today}T{text}").timestamp() * 1000)
+        return int(datetime.fromisoformat(text).timestamp() * 1000)
+    except ValueError:
+        raise ValueError(
+            f"--since {text!r}: give a duration ago (90s, 5m, 1h), HH:MM[:SS], "
+            "an ISO date-time or epoch milliseconds"
+        ) from None
