@@ -9,7 +9,12 @@ from typing import Any
 
 from broker.server import run_broker
 from minibroker.runtime import logging as slog
-from minibroker.runtime.program import add_common_arguments, load_settings
+from minibroker.runtime.program import (
+    add_common_arguments,
+    check_listeners,
+    load_settings,
+    print_check,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     broker_id = settings.get_int("broker.id")
     if broker_id < 0:
         parser.error("a broker id is required: --id N or --set broker.id=N")
+    check_listeners(settings, "listeners", "advertised.listeners", broker=True)
+    if args.check:
+        return print_check("broker", settings)
     slog.setup(args.name or f"broker-{broker_id}")
     return asyncio.run(run_broker(settings))
 

@@ -7,19 +7,30 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from minibroker.core.listeners import Endpoint
 from minibroker.core.types import LEADER_DURING_DELETE, TopicPartition
 
 
 @dataclass(frozen=True)
 class LiveBroker:
+    """A live broker as UpdateMetadata named it: `host`/`port` is the endpoint of this broker's
+    inter-broker listener (what followers fetch from); `endpoints` are all its listeners."""
+
     broker_id: int
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple[Endpoint, ...] = ()
 
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+    def endpoint_for(self, listener: str) -> Endpoint | None:
+        """The endpoint a client connected on `listener` is given (Kafka: the same listener)."""
+        if not self.endpoints:
+            return Endpoint(listener, self.host, self.port)
+        return next((e for e in self.endpoints if e.listener == listener), None)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 `kafka.server:type=ReplicaManager,name=IsrShrinksPerSec` becomes
 `kafka_server_replicamanager_isrshrinkspersec_total` (a counter; Prometheus takes the rate),
-gauges keep their names. Each broker has its own registry; the endpoint listens on loopback.
+gauges keep their names. Each broker has its own registry; the endpoint listens on
+`minibroker.metrics.host` (loopback unless set).
 """
 
 from __future__ import annotations

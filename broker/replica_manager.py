@@ -66,6 +66,7 @@ class ReplicaManager:
         metrics: BrokerMetrics,
     ) -> None:
         self.settings = settings
+        self.inter_broker_listener = settings.get_str("inter.broker.listener.name")
         self.broker_id = broker_id
         self.log_dir = log_dir
         self.store = store

@@ -23,28 +23,22 @@ from broker.metrics import BrokerMetrics
 from broker.registration import NOT_REGISTERED, BrokerRegistrar
 from broker.replica_manager import ReplicaManager
 from broker.servicers import BrokerServicer, ControlServicer
-from minibroker.core.zk_layout import (
-    BrokerRegistration,
-    ClusterIdZNode,
-    ZNodeFormatError,
-    parse_endpoint,
+from minibroker.core.listeners import (
+    ListenerError,
+    advertised_endpoints,
+    parse_listeners,
+    security_protocol_map,
 )
-from minibroker.rpc import broker_pb2_grpc, control_pb2_grpc
+from minibroker.core.zk_layout import BrokerRegistration, ClusterIdZNode
+from minibroker.rpc import broker_pb2_grpc, control_pb2_grpc, events_pb2_grpc
 from minibroker.runtime import logging as slog
 from minibroker.runtime.clock import now_ms
+from minibroker.runtime.event_service import EventsServicer
 from minibroker.runtime.program import install_stop_signals, log_startup, zk_store_for
 from minibroker.runtime.settings import Settings
 from minibroker.runtime.zk_store import ZkError, ZkNodeExists, ZkStore
 
 BROKER_SERVICE = "minibroker.v1.Broker"
-
-
-def parse_listener(listeners: str) -> tuple[str, str, int]:
-    """(name, host, port) of the first of Kafka's comma-separated `listeners`."""
-    try:
-        return parse_endpoint(listeners.split(",")[0])
-    except ZNodeFormatError as exc:
-        raise ValueError(f"listeners: {exc}") from None
 
 
 def get_or_create_cluster_id(store: ZkStore) -> str:
@@ -66,30 +60,48 @@ GRPC_OPTIONS = [
 ]
 
 
+async def _stop_all(servers: dict[str, grpc.aio.Server], grace: float | None) -> None:
+    await asyncio.gather(*(server.stop(grace=grace) for server in servers.values()))
+
+
 async def run_broker(settings: Settings) -> int:
     log_startup("broker", settings)
     broker_id = settings.get_int("broker.id")
-    listener_name, host, port = parse_listener(settings.get_str("listeners"))
     log_dir = Path(settings.get_str("log.dirs"))
-
-    server = grpc.aio.server(options=GRPC_OPTIONS)
-    health = HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health, server)
-    bound_port = server.add_insecure_port(f"{host}:{port}")
-    if bound_port == 0:
-        slog.event("broker_failed", logging.ERROR, error=f"cannot listen on {host}:{port}")
+    try:
+        listeners = parse_listeners(settings.get_str("listeners"))
+        protocols = security_protocol_map(
+            settings.get_str("listener.security.protocol.map"), listeners
+        )
+    except ListenerError as exc:
+        slog.event("broker_failed", logging.ERROR, error=str(exc))
         return 1
-    advertised = (
-        settings.get_str("advertised.listeners") or f"{listener_name}://{host}:{bound_port}"
-    )
-    _, adv_host, adv_port = parse_listener(advertised)
-    adv_port = adv_port or bound_port
+
+    # One gRPC server per listener: a Metadata answer depends on the listener it came in on.
+    servers: dict[str, grpc.aio.Server] = {}
+    bound: dict[str, int] = {}
+    health = HealthServicer()
+    for e in listeners:
+        servers[e.listener] = grpc.aio.server(options=GRPC_OPTIONS)
+        health_pb2_grpc.add_HealthServicer_to_server(health, servers[e.listener])
+        bound[e.listener] = servers[e.listener].add_insecure_port(f"{e.host}:{e.port}")
+        if bound[e.listener] == 0:
+            slog.event("broker_failed", logging.ERROR, error=f"cannot listen on {e}")
+            return 1
+    try:
+        advertised = advertised_endpoints(
+            listeners, settings.get_str("advertised.listeners"), bound
+        )
+    except ListenerError as exc:
+        slog.event("broker_failed", logging.ERROR, error=str(exc))
+        return 1
     rack = settings.get_str("broker.rack") or None
 
     def registration() -> BrokerRegistration:
         return BrokerRegistration(
             broker_id=broker_id,
-            endpoints=(f"{listener_name}://{adv_host}:{adv_port}",),
+            endpoints=tuple(str(e) for e in advertised),
+            listener_security_protocol_map=protocols,
             timestamp_ms=now_ms(),
             rack=rack,
         )
@@ -105,11 +117,15 @@ async def run_broker(settings: Settings) -> int:
         await asyncio.to_thread(prepare_log_dir, log_dir, broker_id, cluster_id)
     except (ZkError, InconsistentBrokerId, OSError) as exc:
         slog.event("broker_failed", logging.ERROR, error=str(exc))
-        await server.stop(grace=None)
+        await _stop_all(servers, None)
         return 1
     rm = ReplicaManager(settings, broker_id, log_dir, store, metrics)
-    broker_pb2_grpc.add_BrokerServicer_to_server(BrokerServicer(rm), server)
-    control_pb2_grpc.add_ControlServicer_to_server(ControlServicer(rm), server)
+    control = ControlServicer(rm)
+    events = EventsServicer(slog.event_buffer())
+    for name, server in servers.items():
+        broker_pb2_grpc.add_BrokerServicer_to_server(BrokerServicer(rm, name), server)
+        control_pb2_grpc.add_ControlServicer_to_server(control, server)
+        events_pb2_grpc.add_EventsServicer_to_server(events, server)
 
     def on_epoch(epoch: int) -> None:
         rm.broker_epoch = epoch
@@ -125,17 +141,23 @@ async def run_broker(settings: Settings) -> int:
 
     metrics_port = settings.get_int("minibroker.metrics.port")
     if metrics_port > 0:
-        metrics_port = metrics.serve(metrics_port)
-    await server.start()
+        metrics_port = metrics.serve(metrics_port, settings.get_str("minibroker.metrics.host"))
+    for server in servers.values():
+        await server.start()
     await health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
-    slog.event("broker_listening", host=host, port=bound_port, metrics_port=metrics_port)
+    slog.event(
+        "broker_listening",
+        listeners=[f"{e.listener}://{e.host}:{bound[e.listener]}" for e in listeners],
+        advertised=[str(e) for e in advertised],
+        metrics_port=metrics_port,
+    )
     rm.isr.start()
     registrar = BrokerRegistrar(store, registration, on_epoch)
     try:
         await registrar.start()
     except ZkError as exc:
         slog.event("broker_failed", logging.ERROR, error=str(exc))
-        await server.stop(grace=None)
+        await _stop_all(servers, None)
         return 1
 
     slog.event("broker_started", broker_id=broker_id, cluster_id=cluster_id)
@@ -145,7 +167,7 @@ async def run_broker(settings: Settings) -> int:
     if settings.get_bool("controlled.shutdown.enable") and rm.broker_epoch != NOT_REGISTERED:
         await controlled_shutdown(store, settings, broker_id, rm.broker_epoch)
     await health.enter_graceful_shutdown()
-    await server.stop(grace=1.0)
+    await _stop_all(servers, 1.0)
     await rm.fetchers.stop()
     await rm.isr.stop()  # writes a last HW checkpoint
     for hosted in list(rm.partitions.values()):

@@ -23,6 +23,7 @@ from broker.types import (
     StopReplicaPartition,
 )
 from minibroker.core.errors import ErrorCode
+from minibroker.core.listeners import Endpoint, pick
 from minibroker.core.types import NO_LEADER, TopicPartition
 from minibroker.rpc import broker_pb2, broker_pb2_grpc, control_pb2, control_pb2_grpc
 from minibroker.runtime import logging as slog
@@ -55,8 +56,11 @@ async def _guarded(
 
 
 class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
-    def __init__(self, rm: ReplicaManager) -> None:
+    """The Broker service on one listener: Metadata answers with that listener's endpoints."""
+
+    def __init__(self, rm: ReplicaManager, listener: str = "PLAINTEXT") -> None:
         self.rm = rm
+        self.listener = listener
 
     # ---- Produce ---------------------------------------------------------------------------
 
@@ -187,7 +191,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
             cache = self.rm.metadata
             response = broker_pb2.MetadataResponse(controller_id=cache.controller_id)
             for b in cache.brokers.values():
-                response.brokers.add(node_id=b.broker_id, host=b.host, port=b.port)
+                # A broker without this listener is left out, as Kafka does (KIP-103).
+                ep = b.endpoint_for(self.listener)
+                if ep is not None:
+                    response.brokers.add(node_id=b.broker_id, host=ep.host, port=ep.port)
             for topic in list(request.topics) or cache.topics():
                 partitions = cache.partitions_of(topic)
                 t = response.topics.add(name=topic)
@@ -344,10 +351,13 @@ class ControlServicer(control_pb2_grpc.ControlServicer):  # type: ignore[misc]
         async def handle() -> control_pb2.UpdateMetadataResponse:
             brokers = []
             for b in request.live_brokers:
-                ep = next(iter(b.endpoints), None)
+                endpoints = tuple(
+                    Endpoint(e.listener or "PLAINTEXT", e.host, e.port) for e in b.endpoints
+                )
+                ep = pick(endpoints, self.rm.inter_broker_listener) or pick(endpoints)
                 if ep is not None:
                     rack = b.rack if b.HasField("rack") else None
-                    brokers.append(LiveBroker(b.id, ep.host, ep.port, rack))
+                    brokers.append(LiveBroker(b.id, ep.host, ep.port, rack, endpoints))
             states = [
                 (
                     TopicPartition(t.topic_name, p.partition_index),

@@ -9,7 +9,12 @@ from typing import Any
 
 from controller.server import run_controller
 from minibroker.runtime import logging as slog
-from minibroker.runtime.program import add_common_arguments, load_settings
+from minibroker.runtime.program import (
+    add_common_arguments,
+    check_listeners,
+    load_settings,
+    print_check,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,11 +35,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.id is not None:
         extra["minibroker.controller.id"] = args.id
     if args.host is not None or args.port is not None:
-        extra["minibroker.controller.listener"] = f"{args.host or '127.0.0.1'}:{args.port or 0}"
+        extra["minibroker.controller.listeners"] = (
+            f"PLAINTEXT://{args.host or '127.0.0.1'}:{args.port or 0}"
+        )
     settings = load_settings(args, extra)
     controller_id = settings.get_int("minibroker.controller.id")
     if controller_id < 0:
         parser.error("a controller id is required: --id N")
+    check_listeners(
+        settings,
+        "minibroker.controller.listeners",
+        "minibroker.controller.advertised.listeners",
+        broker=False,
+    )
+    if args.check:
+        return print_check("controller", settings)
     slog.setup(args.name or f"controller-{controller_id}")
     return asyncio.run(run_controller(settings))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
@@ -20,9 +21,16 @@ from controller.event_loop import ControllerEventLoop
 from controller.logic.election import Role
 from controller.metrics import ControllerMetrics
 from minibroker.core.errors import ErrorCode
+from minibroker.core.listeners import (
+    Endpoint,
+    ListenerError,
+    advertised_endpoints,
+    parse_listeners,
+)
 from minibroker.core.zk_layout import ControllerEndpointZNode
-from minibroker.rpc import control_pb2, control_pb2_grpc
+from minibroker.rpc import control_pb2, control_pb2_grpc, events_pb2_grpc
 from minibroker.runtime import logging as slog
+from minibroker.runtime.event_service import EventsServicer
 from minibroker.runtime.program import install_stop_signals, log_startup, zk_store_for
 from minibroker.runtime.settings import Settings
 from minibroker.runtime.wire import error_to_wire
@@ -56,30 +64,55 @@ class ControllerControlServicer(control_pb2_grpc.ControlServicer):  # type: igno
         return response
 
 
-def register_endpoint(store: ZkStore, controller_id: int, host: str, port: int) -> None:
+def register_endpoint(store: ZkStore, controller_id: int, endpoints: Sequence[Endpoint]) -> None:
     path = ControllerEndpointZNode.path(controller_id)
+    data = ControllerEndpointZNode.encode([str(e) for e in endpoints])
     store.ensure_paths([ControllerEndpointZNode.root])
     with contextlib.suppress(ZkNodeExists):  # ours from a previous session: replaced below
-        store.create(path, ControllerEndpointZNode.encode(host, port), ephemeral=True)
+        store.create(path, data, ephemeral=True)
         return
     got = store.exists(path)
     if got is not None and got.ephemeral_owner != store.session_id:
         store.delete(path)
-        store.create(path, ControllerEndpointZNode.encode(host, port), ephemeral=True)
+        store.create(path, data, ephemeral=True)
+
+
+def bind_listeners(server: Any, listeners: Sequence[Endpoint]) -> dict[str, int] | None:
+    """Add one port per listener to the server; the bound ports by name, or None on failure."""
+    bound = {}
+    for e in listeners:
+        port = server.add_insecure_port(f"{e.host}:{e.port}")
+        if port == 0:
+            slog.event("controller_failed", logging.ERROR, error=f"cannot listen on {e}")
+            return None
+        bound[e.listener] = port
+    return bound
 
 
 async def run_controller(settings: Settings) -> int:
     log_startup("controller", settings)
     controller_id = settings.get_int("minibroker.controller.id")
-    host, _, port = settings.get_str("minibroker.controller.listener").rpartition(":")
+    try:
+        listeners = parse_listeners(
+            settings.get_str("minibroker.controller.listeners"), "minibroker.controller.listeners"
+        )
+    except ListenerError as exc:
+        slog.event("controller_failed", logging.ERROR, error=str(exc))
+        return 1
     metrics = ControllerMetrics()
 
     server = grpc.aio.server()
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
-    bound_port = server.add_insecure_port(f"{host}:{port}")
-    if bound_port == 0:
-        slog.event("controller_failed", logging.ERROR, error=f"cannot listen on {host}:{port}")
+    bound = bind_listeners(server, listeners)
+    if bound is None:
+        return 1
+    try:
+        advertised = advertised_endpoints(
+            listeners, settings.get_str("minibroker.controller.advertised.listeners"), bound
+        )
+    except ListenerError as exc:
+        slog.event("controller_failed", logging.ERROR, error=str(exc))
         return 1
 
     async def on_role(role: Role) -> None:
@@ -95,7 +128,7 @@ async def run_controller(settings: Settings) -> int:
     install_stop_signals(stop)
     try:
         await asyncio.to_thread(store.start)
-        await asyncio.to_thread(register_endpoint, store, controller_id, host, bound_port)
+        await asyncio.to_thread(register_endpoint, store, controller_id, advertised)
     except ZkError as exc:
         slog.event("controller_failed", logging.ERROR, error=str(exc))
         return 1
@@ -105,20 +138,26 @@ async def run_controller(settings: Settings) -> int:
         if state is SessionState.CONNECTED:  # after an expiry the ephemeral znode is gone
             loop.call_soon_threadsafe(
                 lambda: asyncio.ensure_future(
-                    asyncio.to_thread(register_endpoint, store, controller_id, host, bound_port)
+                    asyncio.to_thread(register_endpoint, store, controller_id, advertised)
                 )
             )
 
     store.add_state_listener(on_session)
     events = ControllerEventLoop(store, settings, controller_id, on_role, metrics)
     control_pb2_grpc.add_ControlServicer_to_server(ControllerControlServicer(events), server)
+    events_pb2_grpc.add_EventsServicer_to_server(EventsServicer(slog.event_buffer()), server)
     metrics_port = settings.get_int("minibroker.metrics.port")
     if metrics_port > 0:
-        metrics_port = metrics.serve(metrics_port)
+        metrics_port = metrics.serve(metrics_port, settings.get_str("minibroker.metrics.host"))
     await server.start()
     await health.set(CONTROL_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
     await health.set("", health_pb2.HealthCheckResponse.SERVING)
-    slog.event("controller_listening", host=host, port=bound_port, metrics_port=metrics_port)
+    slog.event(
+        "controller_listening",
+        listeners=[f"{e.listener}://{e.host}:{bound[e.listener]}" for e in listeners],
+        advertised=[str(e) for e in advertised],
+        metrics_port=metrics_port,
+    )
 
     loop_task = asyncio.create_task(events.run())
     stop_task = asyncio.create_task(stop.wait())

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+
 from controller.logic.context import BrokerInfo
+from minibroker.core.listeners import from_strings, pick
 from minibroker.core.types import LeaderAndIsr, TopicPartition
 from minibroker.core.zk_layout import (
     BrokerIdsZNode,
@@ -11,21 +14,33 @@ from minibroker.core.zk_layout import (
     TopicsZNode,
     TopicZNode,
 )
+from minibroker.runtime import logging as slog
 from minibroker.runtime.zk_store import ZkNoNode, ZkStore
 
 
-def read_brokers(store: ZkStore) -> dict[int, BrokerInfo]:
-    """Every registered broker with its epoch (czxid) and PLAINTEXT endpoint."""
+def read_brokers(store: ZkStore, listener: str = "") -> dict[int, BrokerInfo]:
+    """Every registered broker with its epoch (czxid), the endpoint the controller reaches it on
+    (`inter.broker.listener.name`; none given: PLAINTEXT or the first) and all its endpoints."""
     out = {}
     for child in _children(store, BrokerIdsZNode.path):
         got = store.get_or_none(BrokerIdZNode.path(int(child)))
         if got is None:
             continue
         reg = BrokerIdZNode.decode(int(child), got[0])
-        endpoint = reg.endpoint() or (reg.endpoint(reg.endpoints[0].partition("://")[0]))
+        endpoints = from_strings(reg.endpoints)
+        endpoint = pick(endpoints, listener)
         if endpoint is None:
+            slog.event(
+                "broker_listener_missing",
+                logging.WARNING,
+                broker=int(child),
+                listener=listener,
+                endpoints=list(reg.endpoints),
+            )
             continue
-        out[int(child)] = BrokerInfo(int(child), got[1].czxid, endpoint[0], endpoint[1], reg.rack)
+        out[int(child)] = BrokerInfo(
+            int(child), got[1].czxid, endpoint.host, endpoint.port, reg.rack, endpoints
+        )
     return out
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from minibroker.core.listeners import Endpoint
 from minibroker.core.types import LeaderAndIsr, TopicPartition
 
 
@@ -15,6 +16,7 @@ class BrokerInfo:
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple[Endpoint, ...] = ()  # every advertised listener, for UpdateMetadata
 
 
 @dataclass

@@ -14,12 +14,12 @@ from pathlib import Path
 
 from minibroker.client.admin import BrokerUnreachable, describe_broker
 from minibroker.client.channels import parse_bootstrap
+from minibroker.core.listeners import from_strings, pick
 from minibroker.core.zk_layout import (
     BrokerIdsZNode,
     BrokerIdZNode,
     BrokerRegistration,
     ZNodeFormatError,
-    parse_endpoint,
 )
 from minibroker.localcluster import DEFAULT_DIR, STATE_FILE, ClusterError, ClusterState, zk_session
 from minibroker.runtime.zk_store import ZkNoNode
@@ -81,17 +81,17 @@ def _bootstrap_list(value: str, source: str) -> list[str]:
         raise ClusterError(f"bad {source}: {exc}") from None
 
 
+def client_listener() -> str:
+    """The listener whose endpoints tools use when they find brokers and controllers through
+    ZooKeeper: $MINIBROKER_LISTENER, else PLAINTEXT or the first advertised (a compose
+    cluster advertises its host-reachable EXTERNAL listener first)."""
+    return os.environ.get("MINIBROKER_LISTENER", "")
+
+
 def registered_address(reg: BrokerRegistration) -> str | None:
     """host:port to reach a registered broker over gRPC, or None if it names no endpoint."""
-    # Brokers register one endpoint; its listener need not be called PLAINTEXT.
-    endpoint = reg.endpoint()
-    if endpoint is None and reg.endpoints:
-        _, host, port = parse_endpoint(reg.endpoints[0])
-        endpoint = (host, port)
-    if endpoint is None:
-        return None
-    host, port = endpoint
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    endpoint = pick(from_strings(reg.endpoints), client_listener())
+    return None if endpoint is None else endpoint.address
 
 
 def brokers_in_zookeeper(zk_connect_string: str) -> list[str]:

@@ -507,7 +507,8 @@ class ClusterIdZNode:
 class ControllerEndpointZNode:
     """/minibroker/controllers/<id>: where a controller process serves gRPC. Kafka's controller
     is a broker and is found through its broker registration; ours is a separate process, so
-    each controller registers its address here (ephemeral) for brokers' ControlledShutdown."""
+    each controller registers its advertised endpoints here (ephemeral), "NAME://host:port" as
+    in a broker registration; brokers use them for ControlledShutdown, tools for events."""
 
     root = "/minibroker/controllers"
 
@@ -516,16 +517,24 @@ class ControllerEndpointZNode:
         return f"{ControllerEndpointZNode.root}/{controller_id}"
 
     @staticmethod
-    def encode(host: str, port: int) -> bytes:
-        return _dumps({"version": 1, "host": host, "port": port})
+    def encode(endpoints: Sequence[str]) -> bytes:
+        return _dumps({"version": 2, "endpoints": list(endpoints)})
 
     @staticmethod
-    def decode(data: bytes | None) -> tuple[str, int]:
+    def decode(data: bytes | None) -> tuple[str, ...]:
+        """The endpoint strings; version 1 ({"host", "port"}) reads as one PLAINTEXT endpoint."""
         obj = _loads(data, "controller endpoint")
-        host = obj.get("host")
-        if not isinstance(host, str):
-            raise ZNodeFormatError("controller endpoint: 'host' must be a string")
-        return host, _int(obj, "port", "controller endpoint")
+        if "endpoints" not in obj:
+            host = obj.get("host")
+            if not isinstance(host, str):
+                raise ZNodeFormatError("controller endpoint: 'host' must be a string")
+            return (f"PLAINTEXT://{host}:{_int(obj, 'port', 'controller endpoint')}",)
+        eps = obj["endpoints"]
+        if not isinstance(eps, list) or not eps or not all(isinstance(e, str) for e in eps):
+            raise ZNodeFormatError("controller endpoint: 'endpoints' must be a list of strings")
+        for e in eps:
+            parse_endpoint(e)
+        return tuple(eps)
 
 
 def describe(data: bytes | None) -> str:

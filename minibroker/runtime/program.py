@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import signal
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from minibroker.core.listeners import ListenerError, advertised_endpoints, parse_listeners
 from minibroker.runtime import logging as slog
 from minibroker.runtime.settings import PROFILES, ConfigError, Settings
 from minibroker.runtime.zk_store import ZkStore
@@ -31,6 +33,12 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--zk", help="ZooKeeper connect string (zookeeper.connect)")
     parser.add_argument("--name", help="process name in log lines (default: <program>-<id>)")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="check the flags and settings, print the resolved settings as JSON and exit "
+        "without starting anything (no ZooKeeper needed)",
+    )
 
 
 def load_settings(args: argparse.Namespace, extra: Mapping[str, Any]) -> Settings:
@@ -47,6 +55,43 @@ def load_settings(args: argparse.Namespace, extra: Mapping[str, Any]) -> Setting
         )
     except ConfigError as exc:
         raise SystemExit(f"configuration error: {exc}") from None
+
+
+def check_listeners(settings: Settings, listeners: str, advertised: str, *, broker: bool) -> None:
+    """Kafka's start-up checks of a server's listeners (KafkaConfig): parseable, distinct
+    names, advertised names among them, every name mapped to a protocol (PLAINTEXT: the only
+    one here) and, on a broker, the inter-broker listener one of them. Exits on a problem."""
+    try:
+        endpoints = parse_listeners(settings.get_str(listeners), listeners)
+        advertised_endpoints(
+            endpoints, settings.get_str(advertised), {e.listener: e.port for e in endpoints}
+        )
+    except ListenerError as exc:
+        raise SystemExit(f"configuration error: {exc}") from None
+    protocols: dict[str, str] = {}
+    for entry in filter(None, settings.get_str("listener.security.protocol.map").split(",")):
+        name, sep, protocol = entry.partition(":")
+        if not sep or not name.strip():
+            raise SystemExit(f"configuration error: listener.security.protocol.map: {entry!r}")
+        protocols[name.strip()] = protocol.strip()
+    for e in endpoints:
+        if protocols.get(e.listener) != "PLAINTEXT":
+            raise SystemExit(
+                f"configuration error: listener {e.listener!r} needs the protocol PLAINTEXT in "
+                f"listener.security.protocol.map (got {protocols.get(e.listener)!r})"
+            )
+    inter = settings.get_str("inter.broker.listener.name")
+    if broker and inter and inter not in {e.listener for e in endpoints}:
+        raise SystemExit(
+            f"configuration error: inter.broker.listener.name {inter!r} is not one of {listeners}"
+        )
+
+
+def print_check(program: str, settings: Settings) -> int:
+    """`--check`: the resolved settings as JSON on stdout; nothing is started."""
+    resolved = {"program": program, "profile": settings.profile, "settings": settings.as_strings()}
+    print(json.dumps(resolved, indent=2))
+    return 0
 
 
 def install_stop_signals(stop: asyncio.Event) -> None:

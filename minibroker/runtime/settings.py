@@ -35,6 +35,18 @@ PROPERTIES: tuple[Property, ...] = (
     _P("broker.id", int, -1, "this broker's id (brokers only)"),
     _P("listeners", str, "PLAINTEXT://127.0.0.1:9092", "where the broker's gRPC server listens"),
     _P("advertised.listeners", str, "", "what the broker registers; empty = listeners"),
+    _P(
+        "listener.security.protocol.map",
+        str,
+        "PLAINTEXT:PLAINTEXT",
+        "listener name -> protocol; every listener here is PLAINTEXT gRPC",
+    ),
+    _P(
+        "inter.broker.listener.name",
+        str,
+        "",
+        "the listener brokers and controllers use to reach brokers; empty = the first",
+    ),
     _P("broker.rack", str, "", "rack written into the registration; empty = none"),
     _P("log.dirs", str, "/tmp/minibroker-logs", "the broker's log directory"),
     _P("zookeeper.connect", str, DEFAULT_ZK_CONNECT, "ZooKeeper connect string"),
@@ -75,8 +87,25 @@ PROPERTIES: tuple[Property, ...] = (
         "propagate at least this often",
     ),
     _P("minibroker.controller.id", int, -1, "this controller's id (controllers only)"),
-    _P("minibroker.controller.listener", str, "127.0.0.1:0", "controller's gRPC host:port"),
+    _P(
+        "minibroker.controller.listeners",
+        str,
+        "PLAINTEXT://127.0.0.1:0",
+        "where the controller's gRPC server listens (Kafka's listeners syntax)",
+    ),
+    _P(
+        "minibroker.controller.advertised.listeners",
+        str,
+        "",
+        "what the controller publishes in /minibroker/controllers/<id>; empty = listeners",
+    ),
     _P("minibroker.metrics.port", int, 0, "Prometheus metrics port; 0 = off"),
+    _P(
+        "minibroker.metrics.host",
+        str,
+        "127.0.0.1",
+        "address the metrics endpoint binds; 0.0.0.0 in containers, whose ports are published",
+    ),
 )
 PROPERTY_BY_NAME: Mapping[str, Property] = {p.name: p for p in PROPERTIES}
 
