@@ -7,6 +7,7 @@ not a Spark start-up; every refusal is one line on stderr (exit 2 for flags, 1 o
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import re
 import sys
@@ -17,6 +18,7 @@ from typing import NoReturn
 
 from loadgen.faults import Fault, FaultError, parse_faults
 from loadgen.workload import DISTRIBUTIONS, WorkloadError, WorkloadSpec
+from minibroker.chaos import DEFAULT_PROJECT
 from minibroker.cli.locate import add_locate_arguments
 from minibroker.client.errors import ClientError
 from minibroker.core.errors import ApiError
@@ -95,8 +97,21 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="'at=10s ACTION TARGET'",
-        help="kill|stop|pause|resume|restart broker-N|controller-N|leader|controller at an "
-        "offset from the start (repeatable; needs --dir)",
+        help="kill|stop|pause|resume|start|restart broker-N|controller-N|leader|follower|"
+        "controller at an offset from the start (repeatable; needs --dir or --compose)",
+    )
+    r.add_argument(
+        "--compose",
+        nargs="?",
+        const=DEFAULT_PROJECT,
+        metavar="PROJECT",
+        help="faults act on the containers of this compose project (default "
+        f"{DEFAULT_PROJECT}) instead of a --dir cluster's processes",
+    )
+    r.add_argument(
+        "--check",
+        action="store_true",
+        help="check the flags, print the planned run as JSON and exit (no cluster, no Spark)",
     )
     add_locate_arguments(p)
     return p
@@ -120,8 +135,13 @@ def plan_run(args: argparse.Namespace) -> Plan:
     if args.records is None and (args.rate is None or args.duration is None):
         raise UsageError("give --records N, or --rate R with --duration S")
     faults = parse_faults(args.fault)
-    if faults and args.dir is None:
-        raise UsageError("--fault needs --dir: faults act on the processes of a local cluster")
+    if faults and args.dir is None and args.compose is None:
+        raise UsageError(
+            "--fault needs --dir or --compose: faults act on the processes of a local cluster "
+            "or the containers of a compose cluster"
+        )
+    if args.dir is not None and args.compose is not None:
+        raise UsageError("give --dir or --compose, not both")
     records = args.records or max(1, round(args.rate * args.duration))
     spec = WorkloadSpec(
         records=records,
@@ -133,6 +153,18 @@ def plan_run(args: argparse.Namespace) -> Plan:
     )
     out = args.out or RUNS_DIR / time.strftime("%Y%m%d-%H%M%S", time.localtime(now_ms() / 1000))
     return Plan(spec, args.rate, args.duration, faults, out)
+
+
+def check_report(args: argparse.Namespace, plan: Plan) -> dict[str, object]:
+    """What `--check` prints: the run the flags describe, nothing started."""
+    flags = {k: str(v) if isinstance(v, Path) else v for k, v in sorted(vars(args).items())}
+    return {
+        "program": "loadgen",
+        "records": plan.spec.records,
+        "faults": len(plan.faults),
+        "out": str(plan.out_dir),
+        "flags": flags,
+    }
 
 
 def prepare_out_dir(out: Path) -> None:
@@ -150,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, FaultError, WorkloadError) as exc:
         print(f"loadgen: error: {exc}", file=sys.stderr)
         return 2
+    if args.check:
+        print(json.dumps(check_report(args, plan), indent=2))
+        return 0
     # kazoo logs every failed connection attempt; the one-line error below says it all.
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)
     # Imported late: it pulls in Spark, which flag errors should not wait for.

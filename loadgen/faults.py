@@ -1,13 +1,11 @@
 """Faults injected during a load run: parsing `--fault "at=10s kill leader"` and a driver thread
-that carries each one out on the process-mode cluster at its offset from the start of the load
-(the first records reaching the topic: Spark takes seconds to get there, which must not eat
-into the offsets).
+that carries each one out through the chaos interface (a process-mode or a compose cluster) at
+its offset from the start of the load: the first records reaching the topic, since Spark takes
+seconds to get there, which must not eat into the offsets.
 
-Targets are resolved when the fault fires, not when it is parsed: `leader` is whoever leads
-partition 0 of the topic at that moment (from its state znode), `follower` its last in-sync
-follower, `controller` the active controller. `resume`/`restart` of an alias reuse the process
-the alias last resolved to, so "pause leader" then "resume leader" resumes the broker that was
-paused, not the new leader.
+Targets are resolved when the fault fires (minibroker.chaos.targets). `resume`, `start` and
+`restart` of an alias reuse the node the alias last resolved to, so "pause leader" then "resume
+leader" resumes the broker that was paused, not the new leader.
 """
 
 from __future__ import annotations
@@ -16,18 +14,24 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
-from minibroker.core.types import TopicPartition
-from minibroker.localcluster import ClusterError, ClusterState, restart, send, zk_session
+from minibroker.chaos import (
+    ACTIONS,
+    ChaosBackend,
+    ReaderFactory,
+    is_alias,
+    perform,
+    resolve_target,
+)
+from minibroker.localcluster import ClusterError
 from minibroker.runtime.clock import monotonic_ms, now_ms
 from minibroker.runtime.zk_store import ZkError
 
-ACTIONS = ("kill", "stop", "pause", "resume", "restart")
-ALIASES = ("leader", "follower", "controller")
 _FAULT = re.compile(r"at=(?P<at>\d+(?:\.\d+)?)(?P<unit>ms|s)\s+(?P<action>\S+)\s+(?P<target>\S+)")
 _PROCESS = re.compile(r"(broker|controller)-\d+")
+# Actions that act on the node an alias last meant rather than whoever it means now.
+_REUSE = ("resume", "start", "restart")
 
 
 class FaultError(ValueError):
@@ -55,10 +59,10 @@ def parse_fault(text: str) -> Fault:
     action, target = m["action"], m["target"]
     if action not in ACTIONS:
         raise FaultError(f"bad --fault {text!r}: action must be one of {', '.join(ACTIONS)}")
-    if target not in ALIASES and not _PROCESS.fullmatch(target):
+    if not is_alias(target) and not _PROCESS.fullmatch(target):
         raise FaultError(
-            f"bad --fault {text!r}: target must be broker-N, controller-N, leader, follower or "
-            "controller"
+            f"bad --fault {text!r}: target must be broker-N, controller-N, leader, follower, "
+            "controller or leader:TOPIC-P / follower:TOPIC-P"
         )
     at_s = float(m["at"]) / (1000 if m["unit"] == "ms" else 1)
     return Fault(at_s=at_s, action=action, target=target, text=text.strip())
@@ -87,63 +91,34 @@ class ExecutedFault:
         return asdict(self)
 
 
-# ---- resolving targets ---------------------------------------------------------------------------
-
-
-def resolve_target(state: ClusterState, topic: str, target: str) -> str:
-    """The process name a target means right now (reads ZooKeeper for the aliases)."""
-    if target not in ALIASES:
-        state.process(target)  # raises ClusterError naming the processes that exist
-        return target
-    with zk_session(state.zk_connect) as zk:
-        if target == "controller":
-            node_id, role = zk.read_controller(), "controller"
-            what = "no controller is elected"
-        else:
-            leader_and_isr = zk.read_partition_state(TopicPartition(topic, 0))
-            node_id = None if leader_and_isr is None else leader_and_isr.leader
-            role, what = "broker", f"partition 0 of topic {topic!r} has no leader"
-            if target == "follower" and leader_and_isr is not None:
-                # The last in-sync follower of partition 0: pausing it shows a shrink/expand.
-                followers = [b for b in leader_and_isr.isr if b != leader_and_isr.leader]
-                node_id = followers[-1] if followers else None
-                what = f"partition 0 of topic {topic!r} has no in-sync follower"
-    for p in state.by_role(role):
-        if p.id == node_id:
-            return p.name
-    raise ClusterError(what if node_id is None or node_id < 0 else f"{role} {node_id} is unknown")
-
-
-def perform(state: ClusterState, action: str, name: str) -> None:
-    if action == "restart":
-        restart(state, name)
-    else:
-        send(state, name, action)
-
-
 # ---- the driver ----------------------------------------------------------------------------------
 
 
 class FaultDriver(threading.Thread):
-    """Carries the faults out at their offsets from the moment `load_started()` first returns
-    True (polled; None: from `start()`); `stop()` ends it early (faults not yet due are
-    skipped). Each executed fault is printed and kept in `executed`."""
+    """Carries the faults out on `backend` (None only without faults) at their offsets from
+    the moment `load_started()` first returns True (polled; None: from `start()`); `stop()`
+    ends it early (faults not yet due are skipped). Each executed fault is printed and kept in
+    `executed`. `open_reader` replaces ZooKeeper for resolving aliases (tests)."""
 
     POLL_S = 0.2
 
     def __init__(
         self,
         faults: Sequence[Fault],
-        cluster_dir: Path,
+        backend: ChaosBackend | None,
         topic: str,
         *,
         load_started: Callable[[], bool] | None = None,
         say: Callable[[str], None] = print,
+        open_reader: ReaderFactory | None = None,
     ) -> None:
         super().__init__(name="loadgen-faults", daemon=True)
+        if faults and backend is None:
+            raise ValueError("faults need a chaos backend to act through")
         self.faults = list(faults)
-        self.cluster_dir = cluster_dir
+        self.backend = backend
         self.topic = topic
+        self._open_reader = open_reader
         self.executed: list[ExecutedFault] = []
         self._load_started = load_started
         self._say = say
@@ -174,11 +149,10 @@ class FaultDriver(threading.Thread):
     def _execute(self, fault: Fault) -> ExecutedFault:
         process: str | None = None
         error: str | None = None
+        assert self.backend is not None  # checked in __init__: there are faults
         try:
-            # Reloaded every time: a restart records the new PID in the state file.
-            state = ClusterState.load(self.cluster_dir)
-            process = self._process_for(state, fault)
-            perform(state, fault.action, process)
+            process = self._process_for(self.backend, fault)
+            perform(self.backend, fault.action, process)
         except (ClusterError, ZkError, OSError) as exc:
             error = " ".join(str(exc).split()) or type(exc).__name__
         done = ExecutedFault(
@@ -198,10 +172,12 @@ class FaultDriver(threading.Thread):
         )
         return done
 
-    def _process_for(self, state: ClusterState, fault: Fault) -> str:
-        if fault.action in ("resume", "restart") and fault.target in self._resolved:
+    def _process_for(self, backend: ChaosBackend, fault: Fault) -> str:
+        if fault.action in _REUSE and fault.target in self._resolved:
             return self._resolved[fault.target]
-        name = resolve_target(state, self.topic, fault.target)
-        if fault.target in ALIASES:
+        name = resolve_target(
+            backend, fault.target, topic=self.topic, open_reader=self._open_reader
+        ).name
+        if is_alias(fault.target):
             self._resolved[fault.target] = name
         return name

@@ -6,11 +6,11 @@ import argparse
 import json
 import time
 
-from minibroker import localcluster
+from minibroker import chaos, localcluster
 from minibroker.cli.locate import add_dir_argument, cluster_dir
 from minibroker.runtime.settings import PROFILES, Settings
 
-ACTIONS = ("kill", "stop", "pause", "resume", "restart")
+TARGETS = "broker-N, controller-N, zookeeper, controller, leader, follower, leader:TOPIC-P"
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,16 +40,30 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     dn.set_defaults(func=cmd_down)
 
     helps = {
-        "kill": "SIGKILL a process (hard failure: its ZooKeeper session must expire)",
-        "stop": "SIGTERM a process (clean shutdown)",
-        "pause": "SIGSTOP a process (a stall: it keeps its sockets but does nothing)",
-        "resume": "SIGCONT a paused process",
-        "restart": "stop a process if it runs, then start it again with the same settings",
+        "kill": "SIGKILL a node (hard failure: its ZooKeeper session must expire)",
+        "stop": "SIGTERM a node (clean shutdown; SIGKILL after 30 s)",
+        "pause": "SIGSTOP a node (a stall: it keeps its sockets but does nothing)",
+        "resume": "SIGCONT a paused node (also: unpause, as docker compose says)",
+        "start": "start a killed or stopped node again with the same settings",
+        "restart": "stop a node if it runs, then start it again with the same settings",
     }
-    for action in ACTIONS:
-        a = csub.add_parser(action, help=helps[action])
-        a.add_argument("name", help="process name, e.g. broker-2, controller-1, zookeeper")
+    for action in chaos.ACTIONS:
+        aliases = ["unpause"] if action == "resume" else []
+        a = csub.add_parser(action, help=helps[action], aliases=aliases)
+        a.add_argument("target", nargs="?", help=f"{TARGETS} (leader/follower: see --topic)")
         add_dir_argument(a)
+        a.add_argument(
+            "--compose",
+            nargs="?",
+            const=chaos.DEFAULT_PROJECT,
+            metavar="PROJECT",
+            help=f"act on the containers of a compose cluster (project {chaos.DEFAULT_PROJECT})",
+        )
+        a.add_argument(
+            "--zk",
+            help=f"a compose cluster's ZooKeeper (aliases); $MINIBROKER_ZK or {chaos.DEFAULT_ZK}",
+        )
+        a.add_argument("--topic", help="leader/follower mean those of partition 0 of this topic")
         a.set_defaults(func=cmd_action, action=action)
 
 
@@ -135,12 +149,26 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
+def _target_and_project(args: argparse.Namespace) -> tuple[str, str | None]:
+    target, project = args.target, args.compose
+    if target is None and project not in (None, chaos.DEFAULT_PROJECT):
+        # `kill --compose broker-2`: argparse gave the target to --compose's optional value.
+        target, project = project, chaos.DEFAULT_PROJECT
+    if target is None:
+        raise chaos.ChaosError(f"{args.action} what? give a target: {TARGETS}")
+    return target, project
+
+
 def cmd_action(args: argparse.Namespace) -> int:
-    state = localcluster.ClusterState.load(cluster_dir(args))
-    if args.action == "restart":
-        info = localcluster.restart(state, args.name)
-        print(f"{info.name} restarted (pid {info.pid})")
-    else:
-        info = localcluster.send(state, args.name, args.action)
-        print(f"{args.action}: {info.name} (pid {info.pid})")
+    target, project = _target_and_project(args)
+    chaos.parse_target(target, args.topic)  # a typo fails before a cluster is looked for
+    backend = chaos.backend_for(
+        cluster_dir=args.dir if project is not None else cluster_dir(args),
+        compose_project=project,
+        zk=args.zk,
+    )
+    resolved = chaos.resolve_target(backend, target, topic=args.topic)
+    chaos.perform(backend, args.action, resolved.name)
+    details = ", ".join(filter(None, [resolved.reason, backend.describe(resolved.name)]))
+    print(f"{args.action}: {resolved.name} ({details})")
     return 0

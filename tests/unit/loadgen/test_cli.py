@@ -35,6 +35,13 @@ def test_a_batch_plan() -> None:
     )
 
 
+def test_faults_on_a_compose_cluster() -> None:
+    args = parse("--records", "5", "--compose", "--fault", "at=1s pause follower")
+    assert args.compose == "minibroker" and args.dir is None
+    assert [f.target for f in plan_run(args).faults] == ["follower"]
+    assert parse("--records", "5", "--compose", "demo").compose == "demo"
+
+
 def test_a_streaming_plan_has_rate_times_duration_records() -> None:
     plan = plan_run(parse("--rate", "300", "--duration", "1.5s"))
     assert (plan.rate, plan.duration_s, plan.spec.records) == (300, 1.5, 450)
@@ -48,6 +55,7 @@ def test_a_streaming_plan_has_rate_times_duration_records() -> None:
         (["--rate", "10"], "give --records N, or --rate R with --duration S"),
         (["--records", "5", "--rate", "10", "--duration", "1"], "not both"),
         (["--records", "5", "--fault", "at=1s kill leader"], "--fault needs --dir"),
+        (["--records", "5", "--dir", "/x", "--compose"], "give --dir or --compose, not both"),
     ],
 )
 def test_flag_combinations_that_make_no_run(argv: list[str], complaint: str) -> None:

@@ -1,0 +1,58 @@
+"""Fault injection through one interface (`ChaosBackend`) with two backends: the processes of a
+process-mode cluster and the containers of a compose cluster; the CLI and the load generator's
+fault schedule both act through it."""
+
+from minibroker.chaos.backend import (
+    ACTIONS,
+    ChaosBackend,
+    ChaosError,
+    NetworkFault,
+    Node,
+    NodeState,
+    perform,
+)
+from minibroker.chaos.compose import (
+    DEFAULT_PROJECT,
+    NODE_ID_LABEL,
+    PROJECT_LABEL,
+    ROLE_LABEL,
+    SERVICE_LABEL,
+    ComposeBackend,
+)
+from minibroker.chaos.factory import DEFAULT_ZK, backend_for
+from minibroker.chaos.process import ProcessBackend
+from minibroker.chaos.targets import (
+    ALIASES,
+    LeadershipReader,
+    ReaderFactory,
+    Resolved,
+    is_alias,
+    parse_target,
+    resolve_target,
+)
+
+__all__ = [
+    "ACTIONS",
+    "ALIASES",
+    "DEFAULT_PROJECT",
+    "DEFAULT_ZK",
+    "NODE_ID_LABEL",
+    "PROJECT_LABEL",
+    "ROLE_LABEL",
+    "SERVICE_LABEL",
+    "ChaosBackend",
+    "ChaosError",
+    "ComposeBackend",
+    "LeadershipReader",
+    "NetworkFault",
+    "Node",
+    "NodeState",
+    "ProcessBackend",
+    "ReaderFactory",
+    "Resolved",
+    "backend_for",
+    "is_alias",
+    "parse_target",
+    "perform",
+    "resolve_target",
+]

@@ -1,0 +1,213 @@
+"""The chaos interface on a compose cluster, through the Docker SDK for Python.
+
+Containers are found by the labels compose puts on them (project, service) and named by the
+two labels deploy/docker-compose.yml sets on each service (role, node id), so node names are
+the process-mode ones: `zookeeper`, `broker-N`, `controller-N` (controller id 100+N).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, Protocol, cast
+
+from minibroker.chaos.backend import (
+    ROLES,
+    ChaosError,
+    NetworkFault,
+    Node,
+    NodeState,
+    no_fault_proxy,
+    node_name,
+    node_or_raise,
+)
+from minibroker.localcluster import STOP_GRACE_S
+
+# Labels docker compose sets on every container of a project.
+PROJECT_LABEL = "com.docker.compose.project"
+SERVICE_LABEL = "com.docker.compose.service"
+ONEOFF_LABEL = "com.docker.compose.oneoff"  # "True" on `docker compose run` containers
+# Labels deploy/docker-compose.yml sets on each service.
+ROLE_LABEL = "minibroker.role"  # zookeeper | broker | controller | loadgen
+NODE_ID_LABEL = "minibroker.node-id"  # broker id ("1") or controller id ("101")
+DEFAULT_PROJECT = "minibroker"  # the compose file's `name:`
+DEFAULT_SOCKET = "unix:///var/run/docker.sock"
+
+# Docker's container states; "restarting" counts as running (it is coming back by itself).
+_STATES: dict[str, NodeState] = {"running": "running", "restarting": "running", "paused": "paused"}
+# The states each action acts in (ChaosBackend's rules), and the pairs that change nothing.
+_ALIVE: tuple[NodeState, ...] = ("running", "paused")
+_NEEDS: dict[str, tuple[NodeState, ...]] = {
+    "kill": _ALIVE,
+    "stop": _ALIVE,
+    "pause": _ALIVE,
+    "resume": _ALIVE,
+    "start": ("dead",),
+    "restart": ("running", "paused", "dead"),
+}
+_NO_CHANGE = {("pause", "paused"), ("resume", "running")}
+
+
+class Container(Protocol):
+    """The part of docker.models.containers.Container this backend uses."""
+
+    name: str
+    labels: dict[str, str]
+    status: str
+
+    def kill(self) -> None: ...
+    def stop(self, *, timeout: int) -> None: ...
+    def pause(self) -> None: ...
+    def unpause(self) -> None: ...
+    def start(self) -> None: ...
+    def restart(self, *, timeout: int) -> None: ...
+
+
+def _engine_errors() -> tuple[type[Exception], ...]:
+    # requests' errors (the engine went away mid-call) are OSErrors; the SDK's own are not.
+    try:
+        from docker.errors import DockerException
+    except ImportError:
+        return (OSError,)
+    return (cast(type[Exception], DockerException), OSError)
+
+
+def _one_line(exc: Exception) -> str:
+    text = getattr(exc, "explanation", None) or str(exc) or type(exc).__name__
+    return " ".join(str(text).split())
+
+
+def connect_docker() -> Any:
+    """A Docker SDK client for the engine the environment names (DOCKER_HOST, else the default
+    socket), checked with a ping; ChaosError when there is no engine to talk to."""
+    host = os.environ.get("DOCKER_HOST")
+    where = f"{host} (from DOCKER_HOST)" if host else f"the default socket {DEFAULT_SOCKET}"
+    advice = (
+        "the compose backend needs a running Docker engine; without one, use the process-mode "
+        "cluster (--dir DIR)"
+    )
+    try:
+        import docker
+    except ImportError:
+        raise ChaosError(
+            f"the Docker SDK for Python is not installed (`docker`): {advice}"
+        ) from None
+    try:
+        client = docker.from_env()
+        client.ping()
+    except _engine_errors() as exc:
+        raise ChaosError(
+            f"no Docker engine reachable at {where}: {advice} [{_one_line(exc)}]"
+        ) from None
+    return client
+
+
+class ComposeBackend:
+    """Acts on the containers of compose project `project` (see ChaosBackend); `client` is a
+    Docker SDK client, by default `docker.from_env()`."""
+
+    kind = "compose"
+
+    def __init__(self, project: str, zk_connect: str, client: Any | None = None) -> None:
+        self.project = project
+        self.zk_connect = zk_connect
+        self._client = client if client is not None else connect_docker()
+
+    def _engine(self, what: str, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except _engine_errors() as exc:
+            raise ChaosError(f"{what}: the Docker engine said: {_one_line(exc)}") from None
+
+    def _containers(self) -> tuple[list[tuple[Node, Container]], list[str]]:
+        """The project's node containers with their node, from a fresh listing, and the names
+        of every container listed (for errors)."""
+        found: list[Container] = self._engine(
+            f"listing the containers of {self._where()}",
+            lambda: self._client.containers.list(
+                all=True, filters={"label": [f"{PROJECT_LABEL}={self.project}"]}
+            ),
+        )
+        out = []
+        for c in found:
+            labels = c.labels or {}
+            role = labels.get(ROLE_LABEL)
+            if labels.get(ONEOFF_LABEL) == "True" or role not in ROLES:
+                continue  # `compose run` one-offs, the load generator, foreign services
+            raw_id = labels.get(NODE_ID_LABEL, "")
+            if role != "zookeeper" and not raw_id.isdigit():
+                raise ChaosError(
+                    f"container {c.name} of {self._where()} has {ROLE_LABEL}={role} but no "
+                    f"numeric {NODE_ID_LABEL} label"
+                )
+            node_id = int(raw_id) if raw_id.isdigit() else None
+            out.append((Node(node_name(role, node_id), role, node_id), c))
+        return out, sorted(c.name for c in found)
+
+    def _where(self) -> str:
+        return f"compose project {self.project!r}"
+
+    def _container(self, name: str) -> Container:
+        pairs, listed = self._containers()
+        if not pairs:
+            found = f"found: {', '.join(listed)}" if listed else "no container at all"
+            raise ChaosError(
+                f"no container of {self._where()} carries a {ROLE_LABEL} label ({found}); "
+                f"is it up? (`docker compose -p {self.project} ps`)"
+            )
+        node_or_raise([n for n, _ in pairs], name, self._where())  # names the nodes found
+        matches = [c for n, c in pairs if n.name == name]
+        if len(matches) > 1:
+            names = ", ".join(sorted(c.name for c in matches))
+            raise ChaosError(f"several containers of {self._where()} are {name}: {names}")
+        return matches[0]
+
+    def nodes(self) -> list[Node]:
+        return [n for n, _ in self._containers()[0]]
+
+    def names(self) -> list[str]:
+        return [n.name for n in self.nodes()]
+
+    def node(self, name: str) -> Node:
+        return node_or_raise(self.nodes(), name, self._where())
+
+    def state(self, name: str) -> NodeState:
+        return _STATES.get(str(self._container(name).status), "dead")
+
+    def describe(self, name: str) -> str:
+        c = self._container(name)
+        return f"container {c.name}, service {c.labels.get(SERVICE_LABEL, '?')}"
+
+    def _do(self, action: str, name: str, call: Callable[[Container], None]) -> None:
+        c = self._container(name)
+        state = _STATES.get(str(c.status), "dead")
+        if (action, state) in _NO_CHANGE:
+            return
+        if state not in _NEEDS[action]:
+            is_now = "already running" if action == "start" else "not running"
+            raise ChaosError(f"{name} is {is_now} (container {c.name} is {c.status})")
+        self._engine(f"{action} {name} (container {c.name})", lambda: call(c))
+
+    def kill(self, name: str) -> None:
+        self._do("kill", name, lambda c: c.kill())
+
+    def stop(self, name: str) -> None:
+        self._do("stop", name, lambda c: c.stop(timeout=STOP_GRACE_S))
+
+    def pause(self, name: str) -> None:
+        self._do("pause", name, lambda c: c.pause())
+
+    def resume(self, name: str) -> None:
+        self._do("resume", name, lambda c: c.unpause())
+
+    def start(self, name: str) -> None:
+        self._do("start", name, lambda c: c.start())
+
+    def restart(self, name: str) -> None:
+        self._do("restart", name, lambda c: c.restart(timeout=STOP_GRACE_S))
+
+    def network_fault(self, fault: NetworkFault) -> None:
+        raise no_fault_proxy(self.kind)
+
+    def heal_network(self, name: str) -> None:
+        raise no_fault_proxy(self.kind)

@@ -1,0 +1,91 @@
+"""The chaos interface on a process-mode cluster: signals to the PIDs in its cluster.json.
+
+The state file is read again before every action, because `start` and `restart` record a new
+PID there (possibly from another command in another process).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import cast
+
+from minibroker import localcluster
+from minibroker.chaos.backend import ChaosError, NetworkFault, Node, NodeState, no_fault_proxy
+from minibroker.localcluster import ClusterError, ClusterState
+
+
+@contextlib.contextmanager
+def _as_chaos_errors() -> Iterator[None]:
+    try:
+        yield
+    except ChaosError:
+        raise
+    except ClusterError as exc:
+        raise ChaosError(str(exc)) from None
+
+
+class ProcessBackend:
+    """Acts on the processes of the cluster in `cluster_dir` (see ChaosBackend)."""
+
+    kind = "process"
+
+    def __init__(self, cluster_dir: Path) -> None:
+        self.cluster_dir = cluster_dir
+        self.zk_connect = self._load().zk_connect  # an unknown dir fails now, not at a fault
+
+    def _load(self) -> ClusterState:
+        with _as_chaos_errors():
+            return ClusterState.load(self.cluster_dir)
+
+    def nodes(self) -> list[Node]:
+        return [Node(p.name, p.role, p.id) for p in self._load().processes]
+
+    def names(self) -> list[str]:
+        return [n.name for n in self.nodes()]
+
+    def node(self, name: str) -> Node:
+        with _as_chaos_errors():
+            p = self._load().process(name)  # "no process named ..." with the names there are
+        return Node(p.name, p.role, p.id)
+
+    def state(self, name: str) -> NodeState:
+        with _as_chaos_errors():
+            got = localcluster.process_state(self._load().process(name))
+        assert got in ("running", "paused", "dead")
+        return cast(NodeState, got)
+
+    def describe(self, name: str) -> str:
+        with _as_chaos_errors():
+            return f"pid {self._load().process(name).pid}"
+
+    def _send(self, name: str, action: str) -> None:
+        with _as_chaos_errors():
+            localcluster.send(self._load(), name, action)
+
+    def kill(self, name: str) -> None:
+        self._send(name, "kill")
+
+    def stop(self, name: str) -> None:
+        self._send(name, "stop")
+
+    def pause(self, name: str) -> None:
+        self._send(name, "pause")
+
+    def resume(self, name: str) -> None:
+        self._send(name, "resume")
+
+    def start(self, name: str) -> None:
+        with _as_chaos_errors():
+            localcluster.start(self._load(), name)
+
+    def restart(self, name: str) -> None:
+        with _as_chaos_errors():
+            localcluster.restart(self._load(), name)
+
+    def network_fault(self, fault: NetworkFault) -> None:
+        raise no_fault_proxy(self.kind)
+
+    def heal_network(self, name: str) -> None:
+        raise no_fault_proxy(self.kind)

@@ -1,0 +1,195 @@
+"""ComposeBackend against a recording fake of the Docker SDK: the exact listing filter, the
+container call of each action, node names from labels, and the errors; plus the real SDK
+pointed at a socket that does not exist (this machine has no Docker engine)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from docker.errors import APIError
+
+from minibroker.chaos import (
+    NODE_ID_LABEL,
+    ROLE_LABEL,
+    ChaosError,
+    ComposeBackend,
+    NetworkFault,
+    Node,
+    backend_for,
+)
+from tests.unit.chaos.fakes import FakeDockerClient, compose_cluster
+
+PROJECT_FILTER = {"label": ["com.docker.compose.project=minibroker"]}
+
+
+def backend(client: FakeDockerClient, project: str = "minibroker") -> ComposeBackend:
+    return ComposeBackend(project, "127.0.0.1:2181", client=client)
+
+
+def test_nodes_are_named_from_the_labels_and_listed_with_the_project_filter() -> None:
+    client = compose_cluster()
+    client.add("broker-9", "broker", "9", project="other")  # another project's: not ours
+    client.add("shell", "broker", "4", extra={"com.docker.compose.oneoff": "True"})
+    b = backend(client)
+    assert b.nodes() == [
+        Node("zookeeper", "zookeeper", None),
+        Node("broker-1", "broker", 1),
+        Node("broker-2", "broker", 2),
+        Node("broker-3", "broker", 3),
+        Node("controller-1", "controller", 101),
+        Node("controller-2", "controller", 102),
+    ]
+    assert b.names()[-1] == "controller-2" and b.kind == "compose"
+    assert b.node("controller-2") == Node("controller-2", "controller", 102)
+    assert client.list_calls[0] == {"all": True, "filters": PROJECT_FILTER}
+    assert b.describe("broker-2") == "container minibroker-broker-2-1, service broker-2"
+
+
+@pytest.mark.parametrize(
+    ("action", "status", "expected"),
+    [
+        ("kill", "running", ("kill", {})),
+        ("kill", "paused", ("kill", {})),
+        ("stop", "running", ("stop", {"timeout": 30})),
+        ("pause", "running", ("pause", {})),
+        ("resume", "paused", ("unpause", {})),
+        ("start", "exited", ("start", {})),
+        ("start", "created", ("start", {})),
+        ("restart", "running", ("restart", {"timeout": 30})),
+        ("restart", "exited", ("restart", {"timeout": 30})),
+        ("pause", "paused", None),  # already paused: nothing to do
+        ("resume", "running", None),  # not paused: nothing to do
+    ],
+)
+def test_each_action_makes_one_container_call(
+    action: str, status: str, expected: tuple[str, dict[str, Any]] | None
+) -> None:
+    client = compose_cluster()
+    client.containers_[2].status = status  # broker-2
+    getattr(backend(client), action)("broker-2")
+    assert client.calls == ([("minibroker-broker-2-1", *expected)] if expected else [])
+    assert all(call == {"all": True, "filters": PROJECT_FILTER} for call in client.list_calls)
+
+
+@pytest.mark.parametrize(
+    ("action", "status", "complaint"),
+    [
+        ("kill", "exited", "broker-2 is not running (container minibroker-broker-2-1 is exited)"),
+        ("stop", "dead", "broker-2 is not running"),
+        ("pause", "exited", "broker-2 is not running"),
+        ("resume", "exited", "broker-2 is not running"),
+        ("start", "running", "broker-2 is already running"),
+        ("start", "paused", "broker-2 is already running"),
+    ],
+)
+def test_actions_refuse_nodes_in_the_wrong_state(action: str, status: str, complaint: str) -> None:
+    client = compose_cluster()
+    client.containers_[2].status = status
+    with pytest.raises(ChaosError, match=re.escape(complaint)):
+        getattr(backend(client), action)("broker-2")
+    assert client.calls == []
+
+
+@pytest.mark.parametrize(
+    ("status", "state"),
+    [
+        ("running", "running"),
+        ("restarting", "running"),
+        ("paused", "paused"),
+        ("exited", "dead"),
+        ("created", "dead"),
+        ("dead", "dead"),
+    ],
+)
+def test_container_status_maps_to_node_state(status: str, state: str) -> None:
+    client = compose_cluster()
+    client.containers_[4].status = status  # controller-1
+    assert backend(client).state("controller-1") == state
+
+
+def test_an_unknown_node_names_the_project_and_what_was_found() -> None:
+    with pytest.raises(ChaosError) as info:
+        backend(compose_cluster()).kill("broker-9")
+    assert str(info.value) == (
+        "no node named 'broker-9' in compose project 'minibroker' (have: zookeeper, broker-1, "
+        "broker-2, broker-3, controller-1, controller-2)"
+    )
+
+
+def test_a_project_without_nodes_says_what_it_found() -> None:
+    client = FakeDockerClient()
+    with pytest.raises(ChaosError, match=r"compose project 'demo'.*no container at all.*is it up"):
+        backend(client, "demo").pause("broker-1")
+    assert client.list_calls[0]["filters"] == {"label": ["com.docker.compose.project=demo"]}
+    client.add("web", None, project="demo")
+    with pytest.raises(ChaosError, match=r"minibroker\.role label \(found: demo-web-1\)"):
+        backend(client, "demo").pause("broker-1")
+
+
+def test_label_mistakes_are_named() -> None:
+    client = compose_cluster()
+    client.add("broker-x", "broker")  # no node id
+    with pytest.raises(ChaosError, match="minibroker-broker-x-1 .* no numeric minibroker.node-id"):
+        backend(client).nodes()
+    client = compose_cluster()
+    client.add("broker-1b", "broker", "1")
+    with pytest.raises(ChaosError, match="several containers .* are broker-1"):
+        backend(client).kill("broker-1")
+
+
+def test_engine_errors_become_one_line_chaos_errors() -> None:
+    client = compose_cluster()
+    client.fail_with = APIError("409 Client Error", explanation="Container x is not\nrunning")
+    with pytest.raises(ChaosError) as info:
+        backend(client).pause("broker-1")
+    assert str(info.value) == (
+        "pause broker-1 (container minibroker-broker-1-1): the Docker engine said: "
+        "Container x is not running"
+    )
+
+
+def test_network_faults_say_they_need_the_fault_proxy() -> None:
+    b = backend(compose_cluster())
+    with pytest.raises(ChaosError, match="need the loopback fault proxy"):
+        b.network_fault(NetworkFault("cut", "broker-1", peers=("broker-2",)))
+    with pytest.raises(ChaosError, match="need the loopback fault proxy"):
+        b.heal_network("broker-1")
+
+
+def test_backend_for_compose_uses_the_zk_flag_then_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    client = compose_cluster("demo")
+    monkeypatch.delenv("MINIBROKER_ZK", raising=False)
+    b = backend_for(compose_project="demo", docker_client=client)
+    assert (b.kind, b.zk_connect) == ("compose", "127.0.0.1:2181")
+    monkeypatch.setenv("MINIBROKER_ZK", "127.0.0.1:3000")
+    assert backend_for(compose_project="demo", docker_client=client).zk_connect == "127.0.0.1:3000"
+    assert backend_for(compose_project="d", zk="h:1", docker_client=client).zk_connect == "h:1"
+
+
+def test_without_a_docker_engine_the_error_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real Docker SDK, no fake: nothing listens at this socket."""
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    makers: list[Callable[[], object]] = [
+        lambda: ComposeBackend("minibroker", "127.0.0.1:2181"),
+        lambda: backend_for(compose_project="minibroker"),
+    ]
+    for make in makers:
+        with pytest.raises(ChaosError) as info:
+            make()
+        message = str(info.value)
+        assert message.startswith(
+            "no Docker engine reachable at unix:///nonexistent/docker.sock (from DOCKER_HOST): "
+        )
+        assert "needs a running Docker engine" in message
+        assert "use the process-mode cluster (--dir DIR)" in message
+        assert "\n" not in message
+
+
+def test_the_labels_are_the_ones_the_compose_file_is_generated_with() -> None:
+    topology = pytest.importorskip("minibroker.topology")
+    assert (ROLE_LABEL, NODE_ID_LABEL) == (topology.ROLE_LABEL, topology.NODE_ID_LABEL)
