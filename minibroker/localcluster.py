@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from minibroker import topology
 from minibroker.core.zk_layout import BrokerIdsZNode, BrokerIdZNode
 from minibroker.runtime import zk_server
 from minibroker.runtime.settings import Settings
@@ -30,8 +31,10 @@ from minibroker.runtime.zk_store import ZkError, ZkNoNode, ZkStore
 STATE_FILE = "cluster.json"
 DEFAULT_DIR = ".minibroker"
 # Controller ids are their own id space, written as /controller's "brokerid" (design §1).
-CONTROLLER_ID_BASE = 100
+CONTROLLER_ID_BASE = topology.CONTROLLER_ID_BASE
 HOST = "127.0.0.1"
+# Seconds a clean stop may take before the process is killed (docker stop's timeout too).
+STOP_GRACE_S = 30
 
 
 class ClusterError(RuntimeError):
@@ -205,8 +208,8 @@ def log_tail(info: ProcessInfo, lines: int = 15) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _program_cmd(program: str, name: str, info_args: list[str], state: ClusterState) -> list[str]:
-    cmd = [sys.executable, "-m", program, "--name", name, *info_args, "--zk", state.zk_connect]
+def _program_cmd(program: str, node_args: list[str], state: ClusterState) -> list[str]:
+    cmd = [sys.executable, "-m", program, *node_args, "--zk", state.zk_connect]
     cmd += ["--profile", state.profile]
     for o in state.overrides:
         cmd += ["--set", o]
@@ -252,35 +255,28 @@ def plan(
         )
     )
 
-    def program(
-        role: str, n: int, node_id: int, port: int, extra: list[str], metrics_port: int = 0
-    ) -> ProcessInfo:
-        name = f"{role}-{n}"
-        args = ["--id", str(node_id), "--host", HOST, "--port", str(port), *extra]
-        if metrics_port:
-            args += ["--set", f"minibroker.metrics.port={metrics_port}"]
-        return ProcessInfo(
-            metrics_port=metrics_port,
-            name=name,
-            role=role,
-            id=node_id,
-            host=HOST,
-            port=port,
-            data_dir=str(d / name),
-            log_file=str(d / "logs" / f"{name}.log"),
-            cmd=_program_cmd(role, name, args, state),
-        )
-
-    for n in range(1, brokers + 1):
-        port = broker_port_base + n - 1 if broker_port_base else next(free)
-        log_dir = d / f"broker-{n}" / "data"
+    # Names, ids and arguments come from the topology shared with deploy/docker-compose.yml;
+    # only the ports (free ones) and the single loopback listener are this mode's own.
+    for node in topology.nodes(brokers, controllers):
+        if node.role == "broker" and broker_port_base:
+            port = broker_port_base + node.index - 1
+        else:
+            port = next(free)
+        metrics_port = next(free)
+        settings = topology.process_settings(node, HOST, port, metrics_port)
+        args = topology.node_args(node, str(d / node.name / "data"), settings)
         state.processes.append(
-            program("broker", n, n, port, ["--log-dir", str(log_dir)], next(free))
-        )
-    for n in range(1, controllers + 1):
-        controller_id = CONTROLLER_ID_BASE + n
-        state.processes.append(
-            program("controller", n, controller_id, next(free), [], metrics_port=next(free))
+            ProcessInfo(
+                metrics_port=metrics_port,
+                name=node.name,
+                role=node.role,
+                id=node.node_id,
+                host=HOST,
+                port=port,
+                data_dir=str(d / node.name),
+                log_file=str(d / "logs" / f"{node.name}.log"),
+                cmd=_program_cmd(node.program, args, state),
+            )
         )
     return state
 
@@ -414,7 +410,8 @@ def down(state: ClusterState, timeout_s: float = 10.0) -> list[str]:
 
 
 def send(state: ClusterState, name: str, action: str) -> ProcessInfo:
-    """kill (SIGKILL), stop (SIGTERM), pause (SIGSTOP) or resume (SIGCONT) one process."""
+    """kill (SIGKILL), stop (SIGTERM; SIGKILL after STOP_GRACE_S, as `docker stop` does),
+    pause (SIGSTOP) or resume (SIGCONT) one process."""
     sigs = {
         "kill": signal.SIGKILL,
         "stop": signal.SIGTERM,
@@ -426,21 +423,30 @@ def send(state: ClusterState, name: str, action: str) -> ProcessInfo:
         _signal(info, signal.SIGCONT)
     if not _signal(info, sigs[action]):
         raise ClusterError(f"{name} is not running (pid {info.pid})")
+    if action == "stop" and _wait_dead([info], STOP_GRACE_S):
+        _signal(info, signal.SIGKILL)
     if action in ("kill", "stop") and _wait_dead([info], 10.0):
         raise ClusterError(f"{name} (pid {info.pid}) did not exit after {action}")
     return info
 
 
-def restart(state: ClusterState, name: str) -> ProcessInfo:
-    """Stop the process if it runs (SIGTERM), then start it again with the same command."""
+def start(state: ClusterState, name: str) -> ProcessInfo:
+    """Start a process that is not running (killed or stopped) with its recorded command."""
     info = state.process(name)
     if is_alive(info):
-        send(state, name, "stop")
+        raise ClusterError(f"{name} is already running (pid {info.pid}); restart it instead")
     _launch(info)
     state.save()
     if info.role == "zookeeper":
         _wait_zookeeper(info, 30.0)
     return info
+
+
+def restart(state: ClusterState, name: str) -> ProcessInfo:
+    """Stop the process if it runs (SIGTERM), then start it again with the same command."""
+    if is_alive(state.process(name)):
+        send(state, name, "stop")
+    return start(state, name)
 
 
 @dataclass

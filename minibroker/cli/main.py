@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from minibroker.cli import cluster, consume, demo, events, loadgen, produce, topics, zk
+from minibroker.cli import cluster, consume, demo, events, health, loadgen, produce, topics, zk
 from minibroker.client.errors import ClientError
 from minibroker.core.errors import ApiError
 from minibroker.core.zk_layout import ZNodeFormatError
@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_parser(sub)
     consume.add_parser(sub)
     events.add_parser(sub)
+    health.add_parser(sub)
     demo.add_parser(sub)
     loadgen.add_parser(sub)
     return parser

@@ -1,0 +1,194 @@
+"""The one description of the default cluster: node names and ids, ports, settings and program
+arguments. The process-mode cluster (localcluster) and deploy/docker-compose.yml
+(scripts/gen_compose.py) are both made from it, so they cannot drift. Pure data, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+Role = Literal["broker", "controller"]
+
+# Controller ids are their own id space, written as /controller's "brokerid" (design §1).
+CONTROLLER_ID_BASE = 100
+DEFAULT_BROKERS = 3
+DEFAULT_CONTROLLERS = 2
+
+ZOOKEEPER = "zookeeper"
+ZOOKEEPER_PORT = 2181
+# In containers every node listens on two listeners: INTERNAL (container network, fixed
+# port, used between nodes) and EXTERNAL (published on the host's loopback). The EXTERNAL
+# port inside the container equals the published one because it is advertised as
+# 127.0.0.1:<port>, which must work from the host. Ports end in the node id.
+BROKER_INTERNAL_PORT = 9092
+CONTROLLER_INTERNAL_PORT = 9190
+EXTERNAL_PORT_BASE = 19000
+METRICS_PORT_BASE = 29000
+INTERNAL = "INTERNAL"
+EXTERNAL = "EXTERNAL"
+# A container's data volume; the broker's log.dirs is a directory inside it.
+CONTAINER_DATA_DIR = "/var/lib/minibroker"
+CONTAINER_LOG_DIR = f"{CONTAINER_DATA_DIR}/logs"
+
+# Labels every compose service carries; minibroker/chaos finds containers by them.
+ROLE_LABEL = "minibroker.role"
+NODE_ID_LABEL = "minibroker.node-id"
+
+BROKER_HEALTH_SERVICE = "minibroker.v1.Broker"
+CONTROL_HEALTH_SERVICE = "minibroker.v1.Control"
+
+# Environment variables the programs read, and who reads them. The compose file sets no
+# other on our images, and each name must occur in the code (tests check both).
+ENVIRONMENT: Mapping[str, str] = {
+    "MINIBROKER_ZK": "ZooKeeper connect string: broker, controller and client commands",
+    "MINIBROKER_PROFILE": "timing profile of broker and controller (demo or kafka)",
+    "MINIBROKER_BOOTSTRAP": "brokers for client commands and the load generator",
+    "MINIBROKER_LISTENER": "the listener clients pick from registrations found in ZooKeeper",
+    "SPARK_LOCAL_IP": "the address the load generator's Spark driver binds (loadgen/spark.py)",
+}
+
+# Settings that say where a node listens, what it advertises and where it stores data. Every
+# other setting of a node must resolve the same in each deployment (tests compare them).
+DEPLOYMENT_SETTINGS = frozenset(
+    {
+        "zookeeper.connect",
+        "log.dirs",
+        "listeners",
+        "advertised.listeners",
+        "listener.security.protocol.map",
+        "inter.broker.listener.name",
+        "minibroker.controller.listeners",
+        "minibroker.controller.advertised.listeners",
+        "minibroker.metrics.host",
+        "minibroker.metrics.port",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Node:
+    """`broker-N` (broker id N) or `controller-N` (controller id 100+N)."""
+
+    role: Role
+    index: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}-{self.index}"
+
+    @property
+    def node_id(self) -> int:
+        return self.index if self.role == "broker" else CONTROLLER_ID_BASE + self.index
+
+    @property
+    def program(self) -> str:
+        """The module run as `python -m <program>`."""
+        return self.role
+
+    @property
+    def internal_port(self) -> int:
+        return BROKER_INTERNAL_PORT if self.role == "broker" else CONTROLLER_INTERNAL_PORT
+
+    @property
+    def external_port(self) -> int:
+        return EXTERNAL_PORT_BASE + self.node_id
+
+    @property
+    def metrics_port(self) -> int:
+        return METRICS_PORT_BASE + self.node_id
+
+    @property
+    def health_service(self) -> str:
+        """The gRPC health service that is SERVING once the node can do its job: a broker
+        registered in ZooKeeper; a controller connected (active or standby)."""
+        return BROKER_HEALTH_SERVICE if self.role == "broker" else ""
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {ROLE_LABEL: self.role, NODE_ID_LABEL: str(self.node_id)}
+
+    @property
+    def listeners_setting(self) -> str:
+        return "listeners" if self.role == "broker" else "minibroker.controller.listeners"
+
+    @property
+    def advertised_setting(self) -> str:
+        return (
+            "advertised.listeners"
+            if self.role == "broker"
+            else "minibroker.controller.advertised.listeners"
+        )
+
+
+def nodes(brokers: int = DEFAULT_BROKERS, controllers: int = DEFAULT_CONTROLLERS) -> list[Node]:
+    """Brokers first, then controllers, in index order."""
+    return [Node("broker", n) for n in range(1, brokers + 1)] + [
+        Node("controller", n) for n in range(1, controllers + 1)
+    ]
+
+
+def process_settings(node: Node, host: str, port: int, metrics_port: int) -> dict[str, str]:
+    """A local process: one PLAINTEXT listener on `host:port`, metrics on loopback."""
+    return {
+        node.listeners_setting: f"PLAINTEXT://{host}:{port}",
+        "minibroker.metrics.port": str(metrics_port),
+    }
+
+
+def container_settings(node: Node) -> dict[str, str]:
+    """A container: INTERNAL for the other nodes, EXTERNAL published to the host. EXTERNAL is
+    advertised first because host-side tools take the first endpoint of a registration."""
+    internal, external = node.internal_port, node.external_port
+    return {
+        node.listeners_setting: f"{INTERNAL}://0.0.0.0:{internal},{EXTERNAL}://0.0.0.0:{external}",
+        node.advertised_setting: (
+            f"{EXTERNAL}://127.0.0.1:{external},{INTERNAL}://{node.name}:{internal}"
+        ),
+        "listener.security.protocol.map": f"{INTERNAL}:PLAINTEXT,{EXTERNAL}:PLAINTEXT",
+        "inter.broker.listener.name": INTERNAL,
+        # Published ports reach a container's own address, never its loopback.
+        "minibroker.metrics.host": "0.0.0.0",
+        "minibroker.metrics.port": str(node.metrics_port),
+    }
+
+
+def node_args(node: Node, log_dir: str, settings: Mapping[str, str]) -> list[str]:
+    """The program arguments of one node after `python -m <program>`: its name, id, log dir
+    (brokers) and deployment settings. The same function serves both deployments."""
+    args = ["--name", node.name, "--id", str(node.node_id)]
+    if node.role == "broker":
+        args += ["--log-dir", log_dir]
+    for name, value in settings.items():
+        args += ["--set", f"{name}={value}"]
+    return args
+
+
+def container_command(node: Node) -> list[str]:
+    """The full command of a node's container (ZooKeeper and profile come from the env)."""
+    args = node_args(node, CONTAINER_LOG_DIR, container_settings(node))
+    return ["python", "-m", node.program, *args]
+
+
+def container_environment() -> dict[str, str]:
+    """What every broker and controller container gets; the profile is one host variable."""
+    return {
+        "MINIBROKER_ZK": f"{ZOOKEEPER}:{ZOOKEEPER_PORT}",
+        "MINIBROKER_PROFILE": "${MINIBROKER_PROFILE:-demo}",
+    }
+
+
+def published_ports(node: Node) -> list[int]:
+    """Host ports of a node, each equal to its container port, bound to 127.0.0.1."""
+    return [node.external_port, node.metrics_port]
+
+
+def bootstrap_internal(brokers: int = DEFAULT_BROKERS) -> str:
+    """Every broker's INTERNAL address: how containers reach the cluster."""
+    return ",".join(f"{n.name}:{n.internal_port}" for n in nodes(brokers, 0))
+
+
+def bootstrap_external(brokers: int = DEFAULT_BROKERS) -> str:
+    """Every broker's published address: how the host reaches the cluster."""
+    return ",".join(f"127.0.0.1:{n.external_port}" for n in nodes(brokers, 0))
