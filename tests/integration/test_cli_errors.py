@@ -104,6 +104,6 @@ def test_pinned_ports_and_the_event_timeline(tmp_path: Path) -> None:
         assert state.zk_connect == f"127.0.0.1:{zk_port}"
         assert [p.port for p in state.by_role("broker")] == [base, base + 1, base + 2]
         out = cli("events", "--dir", str(d), "--event", "controller_elected").stdout
-        assert "controller-1" in out and "epoch=1" in out
+        assert "controller-1" in out and "(controller epoch 1)" in out
         regs = cli("events", "--dir", str(d), "--json", "--event", "broker_registered").stdout
         assert len(regs.splitlines()) == 3
