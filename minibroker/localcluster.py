@@ -427,6 +427,13 @@ def send(state: ClusterState, name: str, action: str) -> ProcessInfo:
         _signal(info, signal.SIGKILL)
     if action in ("kill", "stop") and _wait_dead([info], 10.0):
         raise ClusterError(f"{name} (pid {info.pid}) did not exit after {action}")
+    if action in ("pause", "resume"):
+        # Signals are delivered when the target is next scheduled: return once it took effect,
+        # so a fault's time is when the process really stopped (or went on).
+        want = "paused" if action == "pause" else "running"
+        deadline = time.monotonic() + 5.0
+        while process_state(info) not in (want, "dead") and time.monotonic() < deadline:
+            time.sleep(0.005)
     return info
 
 
