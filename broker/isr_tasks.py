@@ -96,7 +96,10 @@ class IsrTasks:
         hosted = rm.partitions.get(proposal.tp)
         if hosted is None:
             return
-        old_isr = sorted(hosted.partition.isr)
+        # In assignment order, as the new ISR is written.
+        old = hosted.partition.isr
+        old_isr = [b for b in hosted.partition.assignment if b in old]
+        old_isr += sorted(old - set(old_isr))
         now = rm.now_ms()
         # When each replica that leaves or joins last caught up (the shrink rule's input), on
         # the wall clock: the rules' clock is monotonic.
