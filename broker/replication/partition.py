@@ -11,6 +11,9 @@ ISR changes are proposals carrying the cached zkVersion; they take effect only w
 conditional ZooKeeper write succeeds (§2.7). On a follower the ISR is empty and the HW is the
 leader's, clamped to the local log (§3.8). Every method takes the time as `now_ms`; the broker's
 shells do the I/O and report back.
+
+`planted_bug` (tests only, minibroker.core.planted_bugs) swaps in a known-wrong rule so the
+simulation and the scenario checkers can show they catch it; PlantedBug.NONE is Kafka's rules.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Protocol
 
 from broker.replication.leader_epoch import LeaderEpochCache
 from minibroker.core.errors import ErrorCode
+from minibroker.core.planted_bugs import PlantedBug
 from minibroker.core.types import LeaderAndIsr, TopicPartition
 
 UNKNOWN_OFFSET = -1
@@ -80,6 +84,11 @@ class RemoteReplica:
             and now_ms - self.last_caught_up_time_ms > lag_ms
         )
 
+    def has_not_fetched_for(self, now_ms: int, lag_ms: int) -> bool:
+        """PlantedBug.SHRINK_ON_NO_FETCH's wrong rule: no fetch (nor, right after an election,
+        the leader's reset) for longer than the lag, whatever the follower's LEO."""
+        return now_ms - max(self.last_fetch_time_ms, self.last_caught_up_time_ms) > lag_ms
+
 
 @dataclass(frozen=True)
 class PartitionState:
@@ -136,6 +145,7 @@ class Partition:
     # meanwhile. Our shells do not block the loop during the write; the partition instead
     # refuses new proposals until the outcome of the one in flight is applied.
     isr_change_in_flight: ProposeIsr | None = None
+    planted_bug: PlantedBug = field(default=PlantedBug.NONE, kw_only=True)
 
     @property
     def is_leader(self) -> bool:
@@ -148,23 +158,37 @@ class Partition:
         self.high_watermark = _clamp(checkpointed, log.log_start_offset, log.log_end_offset)
 
     def maybe_increment_leader_hw(self, local_leo: int, now_ms: int) -> bool:
-        """Reference §2.6: HW := min LEO over the leader, the ISR and the replicas caught up
-        within the lag; it only moves forward. Returns whether it moved.
+        """Reference §2.6: HW := min LEO over the leader, the (maximal) ISR and the replicas
+        caught up within the lag; it only moves forward. Returns whether it moved.
 
         Triggered by 1. a follower fetch that moved its LEO 2. a leader append 3. an ISR shrink
         4. make_leader."""
         if not self.is_leader:
             return False
         candidate = local_leo
+        isr_always_counts = self.planted_bug is not PlantedBug.HW_FROM_ALL_REPLICAS
+        isr = self.maximal_isr
         for replica in self.remote.values():
             recent = now_ms - replica.last_caught_up_time_ms <= self.replica_lag_time_max_ms
-            if replica.log_end_offset < candidate and (recent or replica.broker_id in self.isr):
+            in_isr = isr_always_counts and replica.broker_id in isr
+            if replica.log_end_offset < candidate and (recent or in_isr):
                 candidate = replica.log_end_offset
         assert candidate <= local_leo, "HW candidate above the leader's LEO"
         if candidate > self.high_watermark:
             self.high_watermark = candidate
             return True
         return False
+
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        """The ISR plus a replica whose expansion is being written (Kafka 2.7's "maximal ISR").
+        Once written it is in ZooKeeper's ISR, so electable: the HW must wait for it already.
+        Kafka 2.6 needs no such thing because it writes under the partition lock, before it
+        computes the HW; our shells write without blocking (see isr_change_in_flight)."""
+        pending = self.isr_change_in_flight
+        if pending is not None and pending.kind == "expand":
+            return self.isr | pending.changed
+        return self.isr
 
     def update_follower_high_watermark(self, leader_hw: int, log: LocalLog) -> int:
         """Reference §3.8: follower HW := clamp(leader HW, log start, LEO); it may go down."""
@@ -267,11 +291,17 @@ class Partition:
 
     def out_of_sync_replicas(self, local_leo: int, now_ms: int) -> frozenset[int]:
         """ISR members (not the leader) that are behind and not caught up for > lag (§2.4)."""
+        lag = self.replica_lag_time_max_ms
+        if self.planted_bug is PlantedBug.SHRINK_ON_NO_FETCH:
+            return frozenset(
+                b
+                for b in self.isr - {self.local_broker_id}
+                if b in self.remote and self.remote[b].has_not_fetched_for(now_ms, lag)
+            )
         return frozenset(
             b
             for b in self.isr - {self.local_broker_id}
-            if b in self.remote
-            and self.remote[b].is_out_of_sync(local_leo, now_ms, self.replica_lag_time_max_ms)
+            if b in self.remote and self.remote[b].is_out_of_sync(local_leo, now_ms, lag)
         )
 
     def maybe_shrink_isr(self, local_leo: int, now_ms: int) -> ProposeIsr | None:

@@ -167,6 +167,34 @@ def test_expansion_needs_the_hw_and_the_epoch_start_offset() -> None:
     assert out.propose_isr.new_state.isr == (1, 2)
 
 
+def test_the_hw_waits_for_a_replica_whose_expansion_is_being_written() -> None:
+    # Found by the simulation (tests/sim). The expansion goes to ZooKeeper asynchronously; once
+    # it is written the replica is electable, so the HW must not pass its LEO meanwhile, even
+    # though it is not yet in the in-memory ISR nor caught up within the lag. Kafka 2.6 writes
+    # under the partition lock before computing the HW; 2.7 counts pending additions
+    # ("maximal ISR"). Without this, ISR {1,2,3} would hold HW 10 with replica 2 at LEO 2.
+    t0 = 10 * LAG
+    p, log = leader(isr=(1, 3), leo=0, now=t0)
+    log.log_end_offset = 10  # appended in this epoch
+    fetch(p, 3, 2, now=t0 + 1, leo=10)
+    assert p.high_watermark == 2
+    out = p.update_follower_fetch_state(
+        2,
+        fetch_offset=2,
+        log_start_offset=0,
+        fetch_time_ms=t0 + 2,
+        leader_end_offset=10,
+        local_leo=10,
+    )
+    assert out.propose_isr is not None and out.propose_isr.changed == {2}
+    fetch(p, 3, 10, now=t0 + 3, leo=10)  # the other ISR member catches up meanwhile
+    assert p.high_watermark == 2
+    p.apply_isr_write(out.propose_isr, 5, 10, t0 + 4)
+    assert p.isr == {1, 2, 3} and p.high_watermark == 2
+    fetch(p, 2, 10, now=t0 + 5, leo=10)
+    assert p.high_watermark == 10
+
+
 def test_a_non_replica_fetch_is_not_tracked() -> None:
     p, _ = leader()
     out = p.update_follower_fetch_state(
@@ -193,6 +221,10 @@ def test_a_caught_up_follower_outside_the_isr_holds_the_hw_back() -> None:
     p, log = leader(isr=(1, 2), leo=0, now=0)
     log.log_end_offset = 10
     fetch(p, 3, 0, now=100, leo=0)  # not in the ISR, but caught up at t=100
+    # Its expansion fails (a conflicting write), so it stays outside the ISR.
+    proposal = p.isr_change_in_flight
+    assert proposal is not None
+    p.apply_isr_write(proposal, None, 0, 100)
     fetch(p, 2, 10, now=100, leo=10)
     assert p.high_watermark == 0  # broker 3's LEO 0 counts: it is within the lag
     fetch(p, 2, 10, now=100 + LAG + 1, leo=10)
