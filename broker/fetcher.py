@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 import grpc
 
 from broker.replication.truncation import (
-    TruncationMode,
     decide_from_epoch_answer,
     decide_out_of_range,
     epoch_to_ask,
     truncate_to_high_watermark,
+    truncation_mode,
 )
 from minibroker.core.errors import ErrorCode
 from minibroker.core.records import RecordError
@@ -68,7 +68,7 @@ class FollowerFetcher:
         self.response_max_bytes = s.get_int("replica.fetch.response.max.bytes")
         self.backoff_ms = s.get_int("replica.fetch.backoff.ms")
         self.timeout_s = (self.wait_ms + s.get_int("replica.socket.timeout.ms")) / 1000
-        self.mode = TruncationMode.LEADER_EPOCH
+        self.mode = truncation_mode(rm.planted_bug)  # leader epochs, unless a test plants a bug
         self._channel = grpc.aio.insecure_channel(
             address,
             options=[

@@ -10,6 +10,7 @@ broker.isr_tasks; the follower side lives in broker.fetcher.
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +79,15 @@ class ReplicaManager:
         self.produce_purgatory: Purgatory[dict[TopicPartition, ProduceResult]] = Purgatory()
         self.fetch_purgatory: Purgatory[dict[TopicPartition, FetchPartitionResult]] = Purgatory()
         self.lag_ms = settings.get_int("replica.lag.time.max.ms")
+        # TEST ONLY: a known-wrong rule for the checkers to catch (minibroker.core.planted_bugs).
+        self.planted_bug = settings.planted_bug
+        if self.planted_bug.enabled:
+            slog.event(
+                "planted_bug_enabled",
+                logging.WARNING,
+                bug=self.planted_bug.value,
+                note="TEST ONLY: this broker runs a known-wrong replication rule on purpose",
+            )
         self.first_leader_and_isr = asyncio.Event()
         # HWs read at start-up, kept for partitions not hosted (yet) so a checkpoint rewrite
         # does not forget them (Kafka keeps every log of the dir in its checkpoint).
@@ -363,7 +373,13 @@ class ReplicaManager:
             segment_bytes=s.get_int("log.segment.bytes"),
             max_batch_bytes=s.get_int("message.max.bytes"),
         )
-        partition = Partition(tp, self.broker_id, self.lag_ms, s.get_int("min.insync.replicas"))
+        partition = Partition(
+            tp,
+            self.broker_id,
+            self.lag_ms,
+            s.get_int("min.insync.replicas"),
+            planted_bug=self.planted_bug,
+        )
         partition.initialize_high_watermark(self.checkpointed_hw.get(tp, 0), log)
         hosted = HostedPartition(partition, log)
         self.partitions[tp] = hosted

@@ -3,7 +3,8 @@
 Two modes. LEADER_EPOCH is Kafka's since KIP-101/KIP-279: ask the leader where the follower's
 latest epoch ends and truncate to the divergence point, possibly over several rounds.
 HIGH_WATERMARK is the pre-KIP-101 rule — truncate to the local HW — kept deliberately as an
-explicit option so that tests can show the data loss and divergence the KIPs describe.
+explicit option so that tests can show the data loss and divergence the KIPs describe, and
+the mode PlantedBug.TRUNCATE_TO_HW switches a broker to (tests only).
 """
 
 from __future__ import annotations
@@ -12,11 +13,19 @@ from dataclasses import dataclass
 from enum import Enum
 
 from broker.replication.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_OFFSET, LeaderEpochCache
+from minibroker.core.planted_bugs import PlantedBug
 
 
 class TruncationMode(Enum):
     LEADER_EPOCH = "leader-epoch"
     HIGH_WATERMARK = "high-watermark"
+
+
+def truncation_mode(planted_bug: PlantedBug = PlantedBug.NONE) -> TruncationMode:
+    """Kafka's mode, unless the test-only planted bug asks for the pre-KIP-101 one."""
+    if planted_bug is PlantedBug.TRUNCATE_TO_HW:
+        return TruncationMode.HIGH_WATERMARK
+    return TruncationMode.LEADER_EPOCH
 
 
 @dataclass(frozen=True)

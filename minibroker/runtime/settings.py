@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from minibroker.core.planted_bugs import PlantedBug
+
 DEFAULT_ZK_CONNECT = "127.0.0.1:2181"
 
 
@@ -105,6 +107,13 @@ PROPERTIES: tuple[Property, ...] = (
         str,
         "127.0.0.1",
         "address the metrics endpoint binds; 0.0.0.0 in containers, whose ports are published",
+    ),
+    _P(
+        "minibroker.test.planted.bug",
+        str,
+        "",
+        "TEST ONLY: a known-wrong replication rule, to prove the checkers catch it "
+        "(hw-from-all-replicas, truncate-to-hw, shrink-on-no-fetch); empty = Kafka's rules",
     ),
 )
 PROPERTY_BY_NAME: Mapping[str, Property] = {p.name: p for p in PROPERTIES}
@@ -250,6 +259,10 @@ class Settings:
             raise ConfigError("replica.fetch.wait.max.ms must be <= replica.lag.time.max.ms")
         if self.get_int("zookeeper.session.timeout.ms") <= 0:
             raise ConfigError("zookeeper.session.timeout.ms must be positive")
+        try:
+            PlantedBug.parse(self.get_str("minibroker.test.planted.bug"))
+        except ValueError as exc:
+            raise ConfigError(f"minibroker.test.planted.bug: {exc}") from None
 
     def get_int(self, name: str) -> int:
         value = self._values[_check_name(name).name]
@@ -261,6 +274,11 @@ class Settings:
 
     def get_bool(self, name: str) -> bool:
         return bool(self._values[_check_name(name).name])
+
+    @property
+    def planted_bug(self) -> PlantedBug:
+        """TEST ONLY: the known-wrong rule brokers must use (PlantedBug.NONE normally)."""
+        return PlantedBug.parse(self.get_str("minibroker.test.planted.bug"))
 
     @property
     def zk_connection_timeout_ms(self) -> int:
