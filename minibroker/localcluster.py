@@ -24,6 +24,7 @@ from typing import Any
 
 from minibroker import topology
 from minibroker.core.zk_layout import BrokerIdsZNode, BrokerIdZNode
+from minibroker.faultproxy.model import LinkSpec
 from minibroker.runtime import zk_server
 from minibroker.runtime.settings import Settings
 from minibroker.runtime.zk_store import ZkError, ZkNoNode, ZkStore
@@ -35,6 +36,9 @@ CONTROLLER_ID_BASE = topology.CONTROLLER_ID_BASE
 HOST = "127.0.0.1"
 # Seconds a clean stop may take before the process is killed (docker stop's timeout too).
 STOP_GRACE_S = 30
+# `up --proxy`: the fault proxy's process name (and role), and its link table in its dir.
+FAULT_PROXY = "faultproxy"
+LINKS_FILE = "links.json"
 
 
 class ClusterError(RuntimeError):
@@ -44,7 +48,7 @@ class ClusterError(RuntimeError):
 @dataclass
 class ProcessInfo:
     name: str
-    role: str  # "zookeeper" | "broker" | "controller"
+    role: str  # "zookeeper" | "broker" | "controller" | "faultproxy" (port: its control port)
     id: int | None
     host: str
     port: int
@@ -66,6 +70,8 @@ class ClusterState:
     profile: str
     overrides: list[str] = field(default_factory=list)
     processes: list[ProcessInfo] = field(default_factory=list)
+    # `up --proxy`: every link of the fault proxy (LinkSpec.to_json()); empty without one.
+    proxy_links: list[dict[str, Any]] = field(default_factory=list)
 
     def save(self) -> None:
         path = Path(self.dir) / STATE_FILE
@@ -96,6 +102,10 @@ class ClusterState:
     def by_role(self, role: str) -> list[ProcessInfo]:
         return [p for p in self.processes if p.role == role]
 
+    def fault_proxy(self) -> ProcessInfo | None:
+        """The fault proxy's process, if the cluster was started with one."""
+        return next(iter(self.by_role(FAULT_PROXY)), None)
+
 
 # ---- process liveness, by PID and command line ----------------------------------------------
 
@@ -115,11 +125,24 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
+def _parent_pid(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
 def _runs_our_command(info: ProcessInfo) -> bool:
     try:
         cmdline = Path(f"/proc/{info.pid}/cmdline").read_bytes()
     except OSError:
         return False
+    if not cmdline:
+        # Our child mid-exec: Popen returns once the exec closed its close-on-exec pipe, but
+        # the kernel fills in the new image's arguments a little later (under load, long
+        # enough for a start-up check to take the process for dead).
+        return _parent_pid(info.pid) == os.getpid()
     return cmdline.rstrip(b"\0").split(b"\0") == [c.encode() for c in info.cmd]
 
 
@@ -174,6 +197,27 @@ def _free_ports(count: int) -> list[int]:
             s.close()
 
 
+def _ports_below_ephemeral(count: int) -> list[int]:
+    """`count` free ports just below the kernel's ephemeral range. A proxied cluster reserves
+    some 60 ports a second or two before its processes bind them; in the ephemeral range any
+    process's connect() or bind(0) may take one meanwhile, below it none does. The scan starts
+    at an offset of our pid, so plans made at the same time rarely meet."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return _free_ports(count)
+    first = max(1024, low - 10_000)
+    span = low - first
+    out: list[int] = []
+    for i in range(span):
+        port = first + (os.getpid() * 7919 + i) % span
+        if _port_free(port):
+            out.append(port)
+            if len(out) == count:
+                return out
+    return _free_ports(count)
+
+
 def _port_free(port: int) -> bool:
     with socket.socket() as s:
         try:
@@ -208,8 +252,10 @@ def log_tail(info: ProcessInfo, lines: int = 15) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _program_cmd(program: str, node_args: list[str], state: ClusterState) -> list[str]:
-    cmd = [sys.executable, "-m", program, *node_args, "--zk", state.zk_connect]
+def _program_cmd(
+    program: str, node_args: list[str], state: ClusterState, zk_connect: str = ""
+) -> list[str]:
+    cmd = [sys.executable, "-m", program, *node_args, "--zk", zk_connect or state.zk_connect]
     cmd += ["--profile", state.profile]
     for o in state.overrides:
         cmd += ["--set", o]
@@ -225,8 +271,11 @@ def plan(
     profile: str,
     zk_port: int | None,
     broker_port_base: int | None,
+    proxy: bool = False,
 ) -> ClusterState:
-    """The processes of a cluster, their ports, dirs and command lines (nothing started)."""
+    """The processes of a cluster, their ports, dirs and command lines (nothing started).
+    With `proxy`, a fault proxy carries every link (topology.proxied_settings): a broker's
+    recorded port is then the proxy's port of its client link, what clients use."""
     if brokers < 1 or controllers < 1:
         raise ClusterError("a cluster needs at least one broker and one controller")
     if brokers >= CONTROLLER_ID_BASE:
@@ -235,7 +284,11 @@ def plan(
         )
     Settings.load(profile=profile, overrides=overrides)  # validate before starting anything
     d = cluster_dir.resolve()
-    free = iter(_free_ports(1 + 2 * (brokers + controllers)))
+    all_nodes = topology.nodes(brokers, controllers)
+    links = topology.proxy_links(all_nodes) if proxy else []
+    listeners = sum(len(topology.node_listeners(n, all_nodes)) for n in all_nodes) if proxy else 0
+    count = 2 + 2 * (brokers + controllers) + len(links) + listeners
+    free = iter(_ports_below_ephemeral(count) if proxy else _free_ports(count))
     zk_port = zk_port or next(free)
     state = ClusterState(dir=str(d), zk_connect=f"{HOST}:{zk_port}", profile=profile)
     state.overrides = list(overrides)
@@ -255,15 +308,20 @@ def plan(
         )
     )
 
+    link_ports: dict[tuple[str, str], int] = {}
+    if proxy:
+        link_ports = _plan_fault_proxy(state, links, free, broker_port_base)
+    # (source, target) -> the port the proxy forwards that link to: the target's listener
+    # for that source, or ZooKeeper's client port.
+    targets = {(src, dst): zk_port for src, dst in links if dst == topology.ZOOKEEPER}
+
     # Names, ids and arguments come from the topology shared with deploy/docker-compose.yml;
-    # only the ports (free ones) and the single loopback listener are this mode's own.
-    for node in topology.nodes(brokers, controllers):
-        if node.role == "broker" and broker_port_base:
-            port = broker_port_base + node.index - 1
-        else:
-            port = next(free)
-        metrics_port = next(free)
-        settings = topology.process_settings(node, HOST, port, metrics_port)
+    # only the ports (free ones) and the loopback listeners are this mode's own.
+    for node in all_nodes:
+        port, metrics_port, settings = _node_settings(
+            node, all_nodes, free, broker_port_base, link_ports, targets
+        )
+        zk_connect = settings.get("zookeeper.connect", "")  # proxied: the node's own link
         args = topology.node_args(node, str(d / node.name / "data"), settings)
         state.processes.append(
             ProcessInfo(
@@ -275,10 +333,72 @@ def plan(
                 port=port,
                 data_dir=str(d / node.name),
                 log_file=str(d / "logs" / f"{node.name}.log"),
-                cmd=_program_cmd(node.program, args, state),
+                cmd=_program_cmd(node.program, args, state, zk_connect),
             )
         )
+    state.proxy_links = [
+        LinkSpec(src, dst, link_ports[(src, dst)], targets[(src, dst)]).to_json()
+        for src, dst in links
+    ]
     return state
+
+
+def _node_settings(
+    node: topology.Node,
+    all_nodes: list[topology.Node],
+    free: Iterator[int],
+    broker_port_base: int | None,
+    link_ports: dict[tuple[str, str], int],
+    targets: dict[tuple[str, str], int],
+) -> tuple[int, int, dict[str, str]]:
+    """A node's recorded port, metrics port and deployment settings: one PLAINTEXT listener,
+    or with the proxy (`link_ports`) one listener per source, each recorded in `targets` as
+    where the proxy forwards that source's link."""
+    if not link_ports:
+        port = next(free)
+        if node.role == "broker" and broker_port_base:
+            port = broker_port_base + node.index - 1
+        metrics_port = next(free)
+        return port, metrics_port, topology.process_settings(node, HOST, port, metrics_port)
+    metrics_port = next(free)
+    own = topology.node_listeners(node, all_nodes)
+    listen = {listener: next(free) for listener, _ in own}
+    targets.update({(src, node.name): listen[n] for n, src in own if src is not None})
+    settings = topology.proxied_settings(node, all_nodes, HOST, listen, link_ports, metrics_port)
+    return link_ports[(topology.CLIENT_SOURCE, node.name)], metrics_port, settings
+
+
+def _plan_fault_proxy(
+    state: ClusterState,
+    links: list[tuple[str, str]],
+    free: Iterator[int],
+    broker_port_base: int | None,
+) -> dict[tuple[str, str], int]:
+    """Add the fault proxy's process to `state`; the proxy's port of every link. The pinned
+    broker ports (--broker-port-base) are those of the client links: what clients dial."""
+    d = Path(state.dir)
+    control_port = next(free)
+    proxy_dir = d / FAULT_PROXY
+    cmd = [sys.executable, "-m", "minibroker.faultproxy", "--links", str(proxy_dir / LINKS_FILE)]
+    state.processes.append(
+        ProcessInfo(
+            name=FAULT_PROXY,
+            role=FAULT_PROXY,
+            id=None,
+            host=HOST,
+            port=control_port,
+            data_dir=str(proxy_dir),
+            log_file=str(d / "logs" / f"{FAULT_PROXY}.log"),
+            cmd=[*cmd, "--port", str(control_port), "--name", FAULT_PROXY],
+        )
+    )
+    ports = {}
+    for src, dst in links:
+        if src == topology.CLIENT_SOURCE and dst.startswith("broker-") and broker_port_base:
+            ports[(src, dst)] = broker_port_base + int(dst.removeprefix("broker-")) - 1
+        else:
+            ports[(src, dst)] = next(free)
+    return ports
 
 
 def _prepare_dir(cluster_dir: Path) -> None:
@@ -308,8 +428,10 @@ def up(
     zk_port: int | None = None,
     broker_port_base: int | None = None,
     ready_timeout_s: float = 30.0,
+    proxy: bool = False,
 ) -> ClusterState:
-    """Start a fresh cluster and wait until it is ready (see module docstring)."""
+    """Start a fresh cluster and wait until it is ready (see module docstring). With `proxy`
+    the fault proxy starts right after ZooKeeper and carries every link (see `plan`)."""
     _prepare_dir(cluster_dir)
     state = plan(
         cluster_dir,
@@ -319,8 +441,11 @@ def up(
         profile=profile,
         zk_port=zk_port,
         broker_port_base=broker_port_base,
+        proxy=proxy,
     )
-    busy = [p.address for p in state.processes if not _port_free(p.port)]
+    addresses = [p.address for p in state.processes]
+    addresses += [LinkSpec.from_json(link).listen_address for link in state.proxy_links]
+    busy = sorted({a for a in addresses if not _port_free(int(a.rpartition(":")[2]))})
     if busy:
         raise ClusterError(f"ports already in use: {', '.join(busy)}")
     zk = state.processes[0]
@@ -328,15 +453,37 @@ def up(
     try:
         for p in state.processes:
             Path(p.data_dir).mkdir(parents=True, exist_ok=True)
+            if p.role == FAULT_PROXY:
+                (Path(p.data_dir) / LINKS_FILE).write_text(json.dumps(state.proxy_links))
             _launch(p)
             state.save()  # every PID on disk at once, so `down` can always clean up
-            if p.role == "zookeeper":
-                _wait_zookeeper(p, ready_timeout_s)
+            _wait_started(p, ready_timeout_s)
         wait_ready(state, ready_timeout_s)
     except BaseException:
         down(state)
         raise
     return state
+
+
+def _wait_started(p: ProcessInfo, timeout_s: float) -> None:
+    """Wait until a process the others need is there: ZooKeeper, or the fault proxy (whose
+    control port listens once every link does)."""
+    if p.role == "zookeeper":
+        _wait_zookeeper(p, timeout_s)
+    elif p.role == FAULT_PROXY:
+        deadline = time.monotonic() + timeout_s
+        while not _accepts(p.host, p.port):
+            if not is_alive(p):
+                raise ClusterError(f"the fault proxy exited during start-up:\n{log_tail(p)}")
+            if time.monotonic() > deadline:
+                raise ClusterError(f"the fault proxy not ready within {timeout_s} s")
+            time.sleep(0.05)
+
+
+def _accepts(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1.0)
+        return s.connect_ex((host, port)) == 0
 
 
 def _wait_zookeeper(zk: ProcessInfo, timeout_s: float) -> None:
@@ -393,12 +540,13 @@ def wait_ready(state: ClusterState, timeout_s: float) -> None:
 
 
 def down(state: ClusterState, timeout_s: float = 10.0) -> list[str]:
-    """Stop every process: programs first (SIGTERM), ZooKeeper last; SIGKILL what lingers.
+    """Stop every process: programs first (SIGTERM), then the fault proxy (their controlled
+    shutdown and ZooKeeper sessions go through it), ZooKeeper last; SIGKILL what lingers.
     Returns the names that had to be killed."""
-    programs = [p for p in state.processes if p.role != "zookeeper"]
+    programs = [p for p in state.processes if p.role not in ("zookeeper", FAULT_PROXY)]
     zk = state.by_role("zookeeper")
     killed = []
-    for group in (programs, zk):
+    for group in (programs, state.by_role(FAULT_PROXY), zk):
         for p in group:
             _signal(p, signal.SIGCONT)  # a paused process cannot handle SIGTERM
             _signal(p, signal.SIGTERM)
@@ -444,8 +592,7 @@ def start(state: ClusterState, name: str) -> ProcessInfo:
         raise ClusterError(f"{name} is already running (pid {info.pid}); restart it instead")
     _launch(info)
     state.save()
-    if info.role == "zookeeper":
-        _wait_zookeeper(info, 30.0)
+    _wait_started(info, 30.0)
     return info
 
 

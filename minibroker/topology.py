@@ -5,7 +5,7 @@ arguments. The process-mode cluster (localcluster) and deploy/docker-compose.yml
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -133,6 +133,70 @@ def process_settings(node: Node, host: str, port: int, metrics_port: int) -> dic
     """A local process: one PLAINTEXT listener on `host:port`, metrics on loopback."""
     return {
         node.listeners_setting: f"PLAINTEXT://{host}:{port}",
+        "minibroker.metrics.port": str(metrics_port),
+    }
+
+
+# With the fault proxy (`cluster up --proxy`) every connection between processes goes through
+# one link of the proxy, named "<source>-><target>", and Kafka's named listeners tell each
+# process which link to use: a node listens once per peer that connects to it (CLIENT for
+# tools and clients, B<id> per broker, C<id> per controller) and advertises, for each, the
+# proxy's port of the link peer -> node. A process connects to others on its own listener
+# name (its inter.broker.listener.name), so it always dials its own links.
+CLIENT_LISTENER = "CLIENT"
+CLIENT_SOURCE = "client"
+
+
+def source_listener(node: Node) -> str:
+    """The listener name other nodes serve `node` on: B<broker id> or C<controller id>."""
+    return f"{'B' if node.role == 'broker' else 'C'}{node.node_id}"
+
+
+def node_listeners(node: Node, all_nodes: Sequence[Node]) -> list[tuple[str, str | None]]:
+    """(listener, the peer that connects through it) of a proxied node, CLIENT first (tools
+    take the first advertised endpoint). A broker's own B<id> has no peer: Kafka wants the
+    inter-broker listener among a broker's listeners, but nobody dials itself."""
+    out: list[tuple[str, str | None]] = [(CLIENT_LISTENER, CLIENT_SOURCE)]
+    for peer in all_nodes:
+        if peer.role == "broker" or node.role == "broker":  # controllers never talk
+            out.append((source_listener(peer), None if peer == node else peer.name))
+    return out
+
+
+def proxy_links(all_nodes: Sequence[Node]) -> list[tuple[str, str]]:
+    """(source, target) of every link: each node to ZooKeeper, and each peer (and clients)
+    to each node they connect to."""
+    links = [(n.name, ZOOKEEPER) for n in all_nodes]
+    for node in all_nodes:
+        links += [(src, node.name) for _, src in node_listeners(node, all_nodes) if src]
+    return links
+
+
+def proxied_settings(
+    node: Node,
+    all_nodes: Sequence[Node],
+    host: str,
+    listen_ports: Mapping[str, int],
+    link_ports: Mapping[tuple[str, str], int],
+    metrics_port: int,
+) -> dict[str, str]:
+    """A local process behind the fault proxy: one listener per peer on `listen_ports` (by
+    listener name), each advertised at the proxy's port of its link (`link_ports`, by
+    (source, target)); ZooKeeper through the node's own link to it."""
+    own = node_listeners(node, all_nodes)
+
+    def advertised(listener: str, source: str | None) -> str:
+        port = listen_ports[listener] if source is None else link_ports[(source, node.name)]
+        return f"{listener}://{host}:{port}"
+
+    return {
+        node.listeners_setting: ",".join(f"{n}://{host}:{listen_ports[n]}" for n, _ in own),
+        node.advertised_setting: ",".join(advertised(n, src) for n, src in own),
+        "listener.security.protocol.map": ",".join(
+            f"{n}:PLAINTEXT" for n in [CLIENT_LISTENER, *(source_listener(p) for p in all_nodes)]
+        ),
+        "inter.broker.listener.name": source_listener(node),
+        "zookeeper.connect": f"{host}:{link_ports[(node.name, ZOOKEEPER)]}",
         "minibroker.metrics.port": str(metrics_port),
     }
 

@@ -1,9 +1,11 @@
 """Fault injection through one interface (`ChaosBackend`) with two backends: the processes of a
-process-mode cluster and the containers of a compose cluster; the CLI and the load generator's
-fault schedule both act through it."""
+process-mode cluster (with network faults when it runs the fault proxy) and the containers of a
+compose cluster; the CLI and the load generator's fault schedule both act through it."""
 
 from minibroker.chaos.backend import (
     ACTIONS,
+    NETWORK_FAULTS,
+    PEER_GROUPS,
     ChaosBackend,
     ChaosError,
     NetworkFault,
@@ -36,7 +38,9 @@ __all__ = [
     "ALIASES",
     "DEFAULT_PROJECT",
     "DEFAULT_ZK",
+    "NETWORK_FAULTS",
     "NODE_ID_LABEL",
+    "PEER_GROUPS",
     "PROJECT_LABEL",
     "ROLE_LABEL",
     "SERVICE_LABEL",

@@ -52,23 +52,51 @@ def node_or_raise(nodes: list[Node], name: str, where: str) -> Node:
     raise ChaosError(f"no node named {name!r} in {where} (have: {have})")
 
 
+NETWORK_FAULTS = ("cut", "delay", "throttle")
+# What `peers` may name besides nodes (the fault proxy's groups of link ends).
+PEER_GROUPS = ("brokers", "controllers", "zookeeper", "clients", "all")
+
+
 @dataclass(frozen=True)
 class NetworkFault:
-    """A fault on `name`'s network links rather than on its process: `cut` drops them, `delay`
-    holds each packet `delay_ms`; to every peer, or only to `peers` (node names). Carried out
-    by a loopback fault proxy between the nodes, which a cluster started without one lacks."""
+    """A fault on `name`'s network links rather than on its process: `cut` forwards nothing
+    (connections stall, none is closed: a partition, so timeouts fire, not resets), `delay`
+    holds every byte `delay_ms` in each direction (a round trip: twice that), `throttle` caps
+    each direction of each link at `bytes_per_s`. On the links to every peer, or only to
+    `peers`: node names or PEER_GROUPS. `direction` is seen from the node: "out" only what it
+    sends, "in" only what it receives. Carried out by the loopback fault proxy that
+    `minibroker cluster up --proxy` puts on every link; a cluster without one refuses."""
 
-    kind: Literal["cut", "delay"]
+    kind: Literal["cut", "delay", "throttle"]
     name: str
     peers: tuple[str, ...] = ()
     delay_ms: int = 0
+    bytes_per_s: int = 0
+    direction: Literal["both", "out", "in"] = "both"
+
+    def __post_init__(self) -> None:
+        if self.kind not in NETWORK_FAULTS:
+            raise ChaosError(
+                f"unknown network fault {self.kind!r}: expected one of {', '.join(NETWORK_FAULTS)}"
+            )
+        if self.kind == "delay" and self.delay_ms <= 0:
+            raise ChaosError("a delay needs delay_ms > 0")
+        if self.kind == "throttle" and self.bytes_per_s <= 0:
+            raise ChaosError("a throttle needs bytes_per_s > 0")
+        if self.direction not in ("both", "out", "in"):
+            raise ChaosError(f"direction must be both, out or in, not {self.direction!r}")
 
 
 def no_fault_proxy(kind: str) -> ChaosError:
     """The error of a backend whose cluster has no fault proxy in its links."""
+    advice = (
+        "start the cluster with `minibroker cluster up --proxy`"
+        if kind == "process"
+        else "use kill, stop, pause, resume, start or restart"
+    )
     return ChaosError(
         f"network faults need the loopback fault proxy between the nodes, and this {kind} "
-        "cluster has none yet; use kill, stop, pause, resume, start or restart"
+        f"cluster has none; {advice}"
     )
 
 
@@ -115,12 +143,14 @@ class ChaosBackend(Protocol):
 
     def restart(self, name: str) -> None: ...
 
-    def network_fault(self, fault: NetworkFault) -> None:
-        """Break `fault.name`'s links as described (needs a fault proxy)."""
+    def network_fault(self, fault: NetworkFault) -> list[str]:
+        """Break `fault.name`'s links as described, all at once (needs a fault proxy); the
+        names of the links changed ("broker-1->zookeeper", ...)."""
         ...
 
-    def heal_network(self, name: str) -> None:
-        """Undo every network fault on `name`'s links (needs a fault proxy)."""
+    def heal_network(self, name: str | None = None) -> list[str]:
+        """Undo every network fault on `name`'s links, or on every link (None); held bytes go
+        on. The names of the links that had a fault (needs a fault proxy)."""
         ...
 
 

@@ -206,8 +206,8 @@ class ComposeBackend:
     def restart(self, name: str) -> None:
         self._do("restart", name, lambda c: c.restart(timeout=STOP_GRACE_S))
 
-    def network_fault(self, fault: NetworkFault) -> None:
+    def network_fault(self, fault: NetworkFault) -> list[str]:
         raise no_fault_proxy(self.kind)
 
-    def heal_network(self, name: str) -> None:
+    def heal_network(self, name: str | None = None) -> list[str]:
         raise no_fault_proxy(self.kind)

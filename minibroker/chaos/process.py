@@ -1,4 +1,5 @@
-"""The chaos interface on a process-mode cluster: signals to the PIDs in its cluster.json.
+"""The chaos interface on a process-mode cluster: signals to the PIDs in its cluster.json, and
+network faults through its fault proxy's control service (a cluster started with `--proxy`).
 
 The state file is read again before every action, because `start` and `restart` record a new
 PID there (possibly from another command in another process).
@@ -13,7 +14,9 @@ from typing import cast
 
 from minibroker import localcluster
 from minibroker.chaos.backend import ChaosError, NetworkFault, Node, NodeState, no_fault_proxy
-from minibroker.localcluster import ClusterError, ClusterState
+from minibroker.faultproxy.client import FaultProxyClient, FaultProxyError
+from minibroker.faultproxy.model import LinkView
+from minibroker.localcluster import FAULT_PROXY, ClusterError, ClusterState
 
 
 @contextlib.contextmanager
@@ -22,7 +25,7 @@ def _as_chaos_errors() -> Iterator[None]:
         yield
     except ChaosError:
         raise
-    except ClusterError as exc:
+    except (ClusterError, FaultProxyError) as exc:
         raise ChaosError(str(exc)) from None
 
 
@@ -40,7 +43,8 @@ class ProcessBackend:
             return ClusterState.load(self.cluster_dir)
 
     def nodes(self) -> list[Node]:
-        return [Node(p.name, p.role, p.id) for p in self._load().processes]
+        # The fault proxy is the cluster's network, not a node of it.
+        return [Node(p.name, p.role, p.id) for p in self._load().processes if p.role != FAULT_PROXY]
 
     def names(self) -> list[str]:
         return [n.name for n in self.nodes()]
@@ -48,6 +52,8 @@ class ProcessBackend:
     def node(self, name: str) -> Node:
         with _as_chaos_errors():
             p = self._load().process(name)  # "no process named ..." with the names there are
+        if p.role == FAULT_PROXY:
+            raise ChaosError(f"{name} is the fault proxy, not a node of the cluster")
         return Node(p.name, p.role, p.id)
 
     def state(self, name: str) -> NodeState:
@@ -84,8 +90,40 @@ class ProcessBackend:
         with _as_chaos_errors():
             localcluster.restart(self._load(), name)
 
-    def network_fault(self, fault: NetworkFault) -> None:
-        raise no_fault_proxy(self.kind)
+    def fault_proxy(self) -> FaultProxyClient:
+        """A client of the cluster's running fault proxy (close it after use); ChaosError when
+        the cluster has none or it is not running."""
+        state = self._load()
+        info = state.fault_proxy()
+        if info is None:
+            raise no_fault_proxy(self.kind)
+        if not localcluster.is_alive(info):
+            raise ChaosError(
+                f"the fault proxy of this cluster is not running (pid {info.pid}), so none of "
+                "its links is up: `minibroker cluster down`, then `up --proxy` again"
+            )
+        return FaultProxyClient(info.address)
 
-    def heal_network(self, name: str) -> None:
-        raise no_fault_proxy(self.kind)
+    def network_fault(self, fault: NetworkFault) -> list[str]:
+        self.node(fault.name)  # an unknown node fails naming the nodes there are
+        with _as_chaos_errors(), self.fault_proxy() as proxy:
+            if fault.kind == "cut":
+                return proxy.isolate(fault.name, fault.peers, direction=fault.direction)
+            if fault.kind == "delay":
+                return proxy.delay(
+                    fault.name, fault.delay_ms, fault.peers, direction=fault.direction
+                )
+            return proxy.throttle(
+                fault.name, fault.bytes_per_s, fault.peers, direction=fault.direction
+            )
+
+    def heal_network(self, name: str | None = None) -> list[str]:
+        if name is not None:
+            self.node(name)
+        with _as_chaos_errors(), self.fault_proxy() as proxy:
+            return proxy.heal(name)
+
+    def network_links(self) -> list[LinkView]:
+        """Every link of the fault proxy with its faults, connections and bytes."""
+        with _as_chaos_errors(), self.fault_proxy() as proxy:
+            return proxy.links()

@@ -7,6 +7,7 @@ import json
 import time
 
 from minibroker import chaos, localcluster
+from minibroker.cli import network
 from minibroker.cli.locate import add_dir_argument, cluster_dir
 from minibroker.runtime.settings import PROFILES, Settings
 
@@ -27,6 +28,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--broker-port-base", type=int, default=None, help="broker N listens on BASE+N-1"
     )
     up.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for readiness")
+    up.add_argument(
+        "--proxy",
+        action="store_true",
+        help="route every link (broker<->broker, to ZooKeeper, controller<->broker, clients) "
+        "through a fault proxy, for isolate/delay/throttle/heal",
+    )
     add_dir_argument(up)
     up.set_defaults(func=cmd_up)
 
@@ -65,6 +72,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         )
         a.add_argument("--topic", help="leader/follower mean those of partition 0 of this topic")
         a.set_defaults(func=cmd_action, action=action)
+    network.add_parsers(csub)
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -81,12 +89,16 @@ def cmd_up(args: argparse.Namespace) -> int:
         zk_port=args.zk_port,
         broker_port_base=args.broker_port_base,
         ready_timeout_s=args.timeout,
+        proxy=args.proxy,
     )
     took = time.monotonic() - started
     print(
         f"cluster ready in {took:.1f} s: {len(state.by_role('broker'))} brokers, "
         f"{len(state.by_role('controller'))} controllers, ZooKeeper {state.zk_connect}"
     )
+    proxy = state.fault_proxy()
+    if proxy is not None:
+        print(f"fault proxy {proxy.address}: {len(state.proxy_links)} links (`cluster links`)")
     print(f"state file: {d / localcluster.STATE_FILE}")
     return 0
 
@@ -103,7 +115,11 @@ def render_status(st: localcluster.ClusterStatus) -> str:
             note = f"registered (broker epoch {epoch})" if epoch is not None else "not registered"
         elif p.role == "controller":
             note = "active" if p.id == st.controller_id else "standby"
-        if st.process_states[p.name] == "dead" or (not st.zk_reachable and p.role != "zookeeper"):
+        elif p.role == localcluster.FAULT_PROXY:
+            note = f"{len(state.proxy_links)} links (`cluster links`)"
+        if st.process_states[p.name] == "dead" or (
+            not st.zk_reachable and p.role not in ("zookeeper", localcluster.FAULT_PROXY)
+        ):
             note = ""
         pid = str(p.pid)
         ident = "-" if p.id is None else str(p.id)

@@ -121,10 +121,11 @@ class Where:
     async def sources(self) -> list[Source]:
         if self.dir is not None:
             state = ClusterState.load(self.dir)
+            # The fault proxy (`up --proxy`) serves Events too: its net_fault and net_heal.
             return [
                 Source(p.name, p.address)
                 for p in state.processes
-                if p.role in ("broker", "controller")
+                if p.role in ("broker", "controller", "faultproxy")
             ]
         if self.zk is not None:
             return await asyncio.to_thread(sources_in_zookeeper, self.zk)

@@ -154,10 +154,10 @@ class FakeBackend:
     def restart(self, name: str) -> None:
         self._act("restart", name)
 
-    def network_fault(self, fault: NetworkFault) -> None:
+    def network_fault(self, fault: NetworkFault) -> list[str]:
         raise ChaosError("no proxy")
 
-    def heal_network(self, name: str) -> None:
+    def heal_network(self, name: str | None = None) -> list[str]:
         raise ChaosError("no proxy")
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from minibroker.chaos import ACTIONS, ChaosError, NetworkFault, ProcessBackend, backend_for, perform
 from minibroker.chaos.backend import node_name
-from minibroker.localcluster import ClusterError
+from minibroker.localcluster import ClusterError, ClusterState, ProcessInfo
 from tests.unit.chaos.fakes import FakeBackend, process_nodes
 
 
@@ -49,10 +50,32 @@ def test_process_backend_needs_a_cluster(tmp_path: Path, monkeypatch: pytest.Mon
         backend_for()
 
 
-def test_process_backend_has_no_network_faults_yet() -> None:
-    backend = ProcessBackend.__new__(ProcessBackend)  # no cluster needed to refuse
-    with pytest.raises(ChaosError, match="this process cluster has none yet"):
+def test_network_faults_need_a_cluster_started_with_the_fault_proxy(tmp_path: Path) -> None:
+    broker = ProcessInfo("broker-1", "broker", 1, "127.0.0.1", 1, str(tmp_path), "log", ["x"])
+    ClusterState(str(tmp_path), "127.0.0.1:2181", "demo", processes=[broker]).save()
+    backend = ProcessBackend(tmp_path)
+    advice = (
+        r"this process cluster has none; start the cluster with `minibroker cluster up --proxy`"
+    )
+    with pytest.raises(ChaosError, match=advice):
         backend.network_fault(NetworkFault("delay", "broker-1", delay_ms=100))
+    with pytest.raises(ChaosError, match=advice):
+        backend.heal_network()
+    with pytest.raises(ChaosError, match="no process named 'broker-7'"):
+        backend.network_fault(NetworkFault("cut", "broker-7"))
+
+
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [
+        (lambda: NetworkFault("drop", "broker-1"), "unknown network fault 'drop'"),  # type: ignore[arg-type]
+        (lambda: NetworkFault("delay", "broker-1"), "a delay needs delay_ms > 0"),
+        (lambda: NetworkFault("throttle", "broker-1"), "a throttle needs bytes_per_s > 0"),
+    ],
+)
+def test_network_faults_check_their_fields(fault: Callable[[], NetworkFault], message: str) -> None:
+    with pytest.raises(ChaosError, match=message):
+        fault()
 
 
 def test_a_dir_and_a_compose_project_together_are_refused(tmp_path: Path) -> None:

@@ -1,0 +1,139 @@
+"""`minibroker cluster isolate|delay|throttle|heal|links`: network faults on a process-mode
+cluster started with `--proxy`, through the chaos interface (ProcessBackend.network_fault)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Literal
+
+from minibroker import chaos
+from minibroker.cli.locate import add_dir_argument, cluster_dir
+from minibroker.faultproxy.model import LinkView
+
+TARGETS = "broker-N, controller-N, zookeeper, controller, leader, follower, leader:TOPIC-P"
+PEERS_HELP = (
+    "comma-separated node names and groups: brokers, controllers, zookeeper, clients, all "
+    "(default all)"
+)
+
+
+def add_parsers(csub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    faults = {
+        "isolate": "cut a node's links (both ways by default): a partition, connections stall",
+        "delay": "add latency to every byte on a node's links, each way",
+        "throttle": "cap the bandwidth of each direction of a node's links",
+    }
+    for command, text in faults.items():
+        p = csub.add_parser(command, help=text)
+        p.add_argument("target", help=f"{TARGETS} (leader/follower: see --topic)")
+        p.add_argument("--from", dest="peers", default="all", metavar="PEERS", help=PEERS_HELP)
+        p.add_argument(
+            "--direction",
+            choices=("both", "out", "in"),
+            default="both",
+            help="out: only what the node sends; in: only what it receives",
+        )
+        if command == "delay":
+            p.add_argument("--ms", type=int, required=True, help="milliseconds per direction")
+        if command == "throttle":
+            p.add_argument("--bytes-per-s", type=int, required=True, help="per link direction")
+        _common(p)
+        p.set_defaults(func=cmd_fault, fault=command)
+
+    heal = csub.add_parser("heal", help="undo the network faults of a node, or of every link")
+    heal.add_argument("target", nargs="?", help=f"{TARGETS}; none: every link")
+    _common(heal)
+    heal.set_defaults(func=cmd_heal)
+
+    links = csub.add_parser("links", help="the fault proxy's links: faults, connections, bytes")
+    links.add_argument("--json", action="store_true")
+    add_dir_argument(links)
+    links.set_defaults(func=cmd_links)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--topic", help="leader/follower mean those of partition 0 of this topic")
+    add_dir_argument(p)
+
+
+def _peers(text: str) -> tuple[str, ...]:
+    peers = tuple(p.strip() for p in text.split(",") if p.strip())
+    return () if peers in ((), ("all",)) else peers
+
+
+def _backend(args: argparse.Namespace) -> chaos.ProcessBackend:
+    return chaos.ProcessBackend(cluster_dir(args))
+
+
+def _resolve(backend: chaos.ProcessBackend, args: argparse.Namespace) -> tuple[str, str]:
+    """(node name, "name (why, pid N)") of the target."""
+    resolved = chaos.resolve_target(backend, args.target, topic=args.topic)
+    details = ", ".join(filter(None, [resolved.reason, backend.describe(resolved.name)]))
+    return resolved.name, f"{resolved.name} ({details})"
+
+
+def cmd_fault(args: argparse.Namespace) -> int:
+    chaos.parse_target(args.target, args.topic)  # a typo fails before a cluster is looked for
+    backend = _backend(args)
+    name, who = _resolve(backend, args)
+    peers = _peers(args.peers)  # the proxy checks them: node names or groups
+    kinds: dict[str, Literal["cut", "delay", "throttle"]] = {
+        "isolate": "cut",
+        "delay": "delay",
+        "throttle": "throttle",
+    }
+    kind = kinds[args.fault]
+    fault = chaos.NetworkFault(
+        kind,
+        name,
+        peers,
+        delay_ms=getattr(args, "ms", 0),
+        bytes_per_s=getattr(args, "bytes_per_s", 0),
+        direction=args.direction,
+    )
+    changed = backend.network_fault(fault)
+    what = {
+        "cut": "cut",
+        "delay": f"delay {fault.delay_ms} ms",
+        "throttle": f"throttle {fault.bytes_per_s} B/s",
+    }[kind]
+    side = "" if fault.direction == "both" else f" ({fault.direction} only)"
+    scope = ", ".join(peers) or "all"
+    print(f"{args.fault}: {who} from {scope}{side}: {what} on {', '.join(changed)}")
+    return 0
+
+
+def cmd_heal(args: argparse.Namespace) -> int:
+    backend = _backend(args)
+    if args.target is None:
+        healed = backend.heal_network(None)
+        who = "every link"
+    else:
+        chaos.parse_target(args.target, args.topic)
+        name, who = _resolve(backend, args)
+        healed = backend.heal_network(name)
+    print(f"heal: {who}: " + (f"healed {', '.join(healed)}" if healed else "nothing was faulted"))
+    return 0
+
+
+def render_links(views: list[LinkView]) -> str:
+    lines = [f"{'LINK':<28}{'LISTEN':<17}{'TARGET':<17}{'CONNS':>6}{'BYTES FWD':>12}"
+             f"{'BYTES BACK':>12}  STATE"]  # fmt: skip
+    for v in views:
+        lines.append(
+            f"{v.name:<28}{v.spec.listen_address:<17}{v.spec.target_address:<17}"
+            f"{v.connections:>6}{v.forward_bytes:>12}{v.backward_bytes:>12}  {v.describe()}"
+        )
+    faulted = sum(v.faulted for v in views)
+    lines.append(f"{len(views)} links, {faulted} faulted (forward: from the link's source)")
+    return "\n".join(lines)
+
+
+def cmd_links(args: argparse.Namespace) -> int:
+    views = _backend(args).network_links()
+    if args.json:
+        print(json.dumps([v.to_json() for v in views], indent=2))
+    else:
+        print(render_links(views))
+    return 0
