@@ -6,7 +6,18 @@ import argparse
 import os
 import sys
 
-from minibroker.cli import cluster, consume, demo, events, health, loadgen, produce, topics, zk
+from minibroker.cli import (
+    cluster,
+    consume,
+    demo,
+    events,
+    health,
+    loadgen,
+    produce,
+    scenario,
+    topics,
+    zk,
+)
 from minibroker.client.errors import ClientError
 from minibroker.core.errors import ApiError
 from minibroker.core.zk_layout import ZNodeFormatError
@@ -31,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     health.add_parser(sub)
     demo.add_parser(sub)
     loadgen.add_parser(sub)
+    scenario.add_parser(sub)
     return parser
 
 

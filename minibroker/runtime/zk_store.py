@@ -80,6 +80,8 @@ class Stat:
     num_children: int
     data_length: int
     ctime_ms: int = 0  # the server's clock when the node was created
+    mtime_ms: int = 0  # the server's clock when the data was last set
+    cversion: int = 0  # changes to the node's children (one per create or delete of a child)
 
     @property
     def ephemeral(self) -> bool:
@@ -100,6 +102,8 @@ def _stat(s: Any) -> Stat:
         mzxid=s.mzxid,
         ephemeral_owner=s.ephemeralOwner,
         ctime_ms=s.ctime,
+        mtime_ms=s.mtime,
+        cversion=s.cversion,
         num_children=s.numChildren,
         data_length=s.dataLength,
     )
@@ -216,6 +220,11 @@ class ZkStore:
 
     def children(self, path: str) -> list[str]:
         return sorted(_call(self._client.get_children, path))
+
+    def children_with_stat(self, path: str) -> tuple[list[str], Stat]:
+        """The children and the parent's stat, read together (its cversion counts changes)."""
+        children, stat = _call(self._client.get_children, path, include_data=True)
+        return sorted(children), _stat(stat)
 
     def create(
         self,
