@@ -15,10 +15,12 @@ from broker.replication.isr_propagation import IsrChangePropagation
 from broker.replication.partition import ProposeIsr
 from minibroker.runtime import logging as slog
 from minibroker.runtime.clock import now_ms
-from minibroker.runtime.zk_store import ZkError
+from minibroker.runtime.zk_store import ZkConnectionError, ZkError
 
 if TYPE_CHECKING:
     from broker.replica_manager import ReplicaManager
+
+ISR_WRITE_RETRY_S = 0.2
 
 
 class IsrTasks:
@@ -81,18 +83,38 @@ class IsrTasks:
     def write_isr_soon(self, proposal: ProposeIsr) -> None:
         self._spawn(self._write_isr(proposal))
 
+    async def _conditional_write(self, proposal: ProposeIsr) -> int | None:
+        """The ISR write, resent while ZooKeeper cannot answer (Kafka's ZooKeeper client retries
+        until connected): a write lost with its connection may have been applied, and giving
+        up would leave ZooKeeper's ISR (what the controller elects from) and ours apart. The
+        write stays conditional, and a resend finding its own write counts as success."""
+        rm = self.rm
+        give_up_ms = rm.now_ms() + 2 * rm.settings.get_int("zookeeper.session.timeout.ms")
+        while True:
+            try:
+                return await asyncio.to_thread(
+                    rm.store.update_partition_state,
+                    proposal.tp,
+                    proposal.new_state,
+                    proposal.expected_zk_version,
+                )
+            except ZkError as exc:
+                hosted = rm.partitions.get(proposal.tp)
+                still_ours = (
+                    hosted is not None and hosted.partition.isr_change_in_flight is proposal
+                )
+                retry = isinstance(exc, ZkConnectionError) and still_ours
+                if not retry or rm.now_ms() >= give_up_ms:
+                    slog.event(
+                        "isr_write_error", logging.WARNING, tp=str(proposal.tp), error=str(exc)
+                    )
+                    return None
+                slog.event("isr_write_retry", tp=str(proposal.tp), error=str(exc))
+                await asyncio.sleep(ISR_WRITE_RETRY_S)
+
     async def _write_isr(self, proposal: ProposeIsr) -> None:
         rm = self.rm
-        try:
-            new_version = await asyncio.to_thread(
-                rm.store.update_partition_state,
-                proposal.tp,
-                proposal.new_state,
-                proposal.expected_zk_version,
-            )
-        except ZkError as exc:
-            slog.event("isr_write_error", logging.WARNING, tp=str(proposal.tp), error=str(exc))
-            new_version = None
+        new_version = await self._conditional_write(proposal)
         hosted = rm.partitions.get(proposal.tp)
         if hosted is None:
             return

@@ -1,0 +1,68 @@
+"""The leader's ISR write is resent while ZooKeeper cannot answer (a write lost with its
+connection may have been applied), and only while the proposal is still the one in flight."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from broker import isr_tasks
+from broker.metrics import BrokerMetrics
+from broker.replica_manager import ReplicaManager
+from broker.replication.partition import ProposeIsr
+from minibroker.core.types import LeaderAndIsr, TopicPartition
+from minibroker.runtime.settings import Settings
+from minibroker.runtime.zk_store import ZkConnectionError, ZkStore
+
+TP = TopicPartition("t", 0)
+PROPOSAL = ProposeIsr(
+    tp=TP,
+    new_state=LeaderAndIsr(leader=1, leader_epoch=0, isr=(1, 2, 3), controller_epoch=1),
+    expected_zk_version=3,
+    kind="expand",
+    changed=frozenset({3}),
+)
+
+
+class FlakyStore:
+    """Fails the first `failures` ISR writes with a connection loss, then succeeds."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls = 0
+
+    def update_partition_state(self, tp: TopicPartition, state: Any, expected: int) -> int:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise ZkConnectionError("connection loss")
+        return expected + 1
+
+
+async def _write(tmp_path: Path, store: FlakyStore, in_flight: bool) -> int | None:
+    rm = ReplicaManager(
+        Settings.load(environ={}), 1, tmp_path, cast(ZkStore, store), BrokerMetrics()
+    )
+    hosted = await rm._get_or_create(TP)
+    hosted.partition.isr_change_in_flight = PROPOSAL if in_flight else None
+    return await rm.isr._conditional_write(PROPOSAL)
+
+
+def test_a_connection_loss_is_retried_until_the_write_is_answered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(isr_tasks, "ISR_WRITE_RETRY_S", 0.0)
+    store = FlakyStore(failures=2)
+    assert asyncio.run(_write(tmp_path, store, in_flight=True)) == 4
+    assert store.calls == 3
+
+
+def test_no_retry_once_the_proposal_is_no_longer_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(isr_tasks, "ISR_WRITE_RETRY_S", 0.0)
+    store = FlakyStore(failures=1)
+    assert asyncio.run(_write(tmp_path, store, in_flight=False)) is None
+    assert store.calls == 1
