@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from functools import partial
 
+from minibroker.client.admin import BrokerUnreachable, describe_broker
+from minibroker.core.types import TopicPartition
 from minibroker.scenarios.context import ScenarioContext
 from minibroker.scenarios.scenario import Scenario
 
@@ -95,6 +97,41 @@ def follower_pause(ctx: ScenarioContext) -> None:
     ctx.act("resume", name)
     ctx.wait_in_isr(node_id)
     ctx.wait_acks(more=30)
+
+
+def idle_follower_pause(ctx: ScenarioContext) -> None:
+    """With the traffic stopped, SIGSTOP an in-sync follower for 3 x replica.lag.time.max.ms
+    (its session outlives that): a follower at the leader's log end is in sync however long
+    it is silent (Kafka's rule, reference §9 pitfall 1), so the ISR must not change. The
+    planted bug shrink-on-no-fetch ("no fetch for the lag") fails this expectation."""
+    ctx.workload.stop_producing()
+    name = ctx.follower()
+    node_id = ctx.node_id(name)
+    leader = ctx.node_id(ctx.leader())
+    address = ctx.workload.brokers[leader]
+    tp = TopicPartition(ctx.topic, 0)
+
+    def caught_up() -> bool:
+        try:
+            replica = describe_broker(address).partitions.get(tp)
+        except BrokerUnreachable:
+            return False
+        if replica is None or not replica.is_leader:
+            return False
+        remote = replica.remote(node_id)
+        return remote is not None and remote.log_end_offset == replica.log_end_offset
+
+    ctx.wait(caught_up, f"broker {node_id} at the log end of {ctx.topic}-0's leader")
+    ctx.act("pause", name, f"idle in-sync follower of {ctx.topic}-0")
+    lag_s = ctx.timing.replica_lag_ms / 1000
+    ctx.hold(
+        lambda: (s := ctx.state(0)) is not None and node_id in s.isr,
+        3 * lag_s,
+        f"idle paused broker {node_id} stays in the ISR of {ctx.topic}-0",
+    )
+    ctx.act("resume", name)
+    ctx.workload.resume_producing()
+    ctx.wait_acks(more=60)
 
 
 def _led_by_or_offline(ctx: ScenarioContext, broker: int) -> bool:
@@ -193,6 +230,14 @@ SCENARIOS = [
         "follower-pause",
         "SIGSTOP an in-sync follower until it leaves the ISR, then SIGCONT; it rejoins",
         follower_pause,
+    ),
+    Scenario(
+        "idle-follower-pause",
+        "with no traffic, SIGSTOP an in-sync follower for 3x the replica lag: at the leader's "
+        "log end it must stay in the ISR (Kafka's caught-up rule)",
+        idle_follower_pause,
+        # The session must outlive the pause, or the controller removes it instead.
+        cluster_settings=("zookeeper.session.timeout.ms=6000",),
     ),
     Scenario(
         "stalled-follower-elected",

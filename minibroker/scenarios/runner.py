@@ -58,9 +58,10 @@ FAST_PROFILE = (
 PROFILE = "demo"
 
 
-def fast_timing() -> Timing:
-    """The timings FAST_PROFILE gives, which the scenarios' waits are derived from."""
-    s = Settings.load(profile=PROFILE, overrides=FAST_PROFILE)
+def fast_timing(extra: tuple[str, ...] = ()) -> Timing:
+    """The timings FAST_PROFILE (and a scenario's own settings) give, which the scenarios'
+    waits are derived from."""
+    s = Settings.load(profile=PROFILE, overrides=[*FAST_PROFILE, *extra])
     return Timing(s.get_int("zookeeper.session.timeout.ms"), s.get_int("replica.lag.time.max.ms"))
 
 
@@ -80,7 +81,7 @@ class RunOptions:
 
 
 def _start_cluster(d: Path, scenario: Scenario, options: RunOptions) -> ClusterState:
-    overrides = list(FAST_PROFILE)
+    overrides = [*FAST_PROFILE, *scenario.cluster_settings]
     if options.planted_bug:
         overrides.append(f"{PLANTED_BUG_PROPERTY}={options.planted_bug}")
     kwargs: dict[str, Any] = {"brokers": 3, "controllers": 2, "overrides": overrides}
@@ -175,7 +176,8 @@ def _run_on(
         )  # fmt: skip
         ctx = ScenarioContext(
             topic=TOPIC, cluster_dir=d, chaos=ProcessBackend(d), rng=random.Random(rng.random()),
-            timeline=timeline, recorder=recorder, workload=workload, timing=fast_timing(),
+            timeline=timeline, recorder=recorder, workload=workload,
+            timing=fast_timing(scenario.cluster_settings),
         )  # fmt: skip
         try:
             _settle(ctx, "the topic is fully replicated")

@@ -20,7 +20,8 @@ class Scenario:
 
     `keeps_down`: the victims stay down (shutdown scenarios), so the runner only heals what is
     left. `unclean_loss_expected`: acked records an unclean election discards are reported as
-    expected, not as a violation. `needs_proxy`: the cluster is started with the fault proxy."""
+    expected, not as a violation. `needs_proxy`: the cluster is started with the fault proxy.
+    `cluster_settings`: `name=value` settings applied after the runner's fast profile."""
 
     name: str
     description: str
@@ -29,3 +30,4 @@ class Scenario:
     keeps_down: bool = False
     unclean_loss_expected: bool = False
     topic_config: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_TOPIC_CONFIG))
+    cluster_settings: tuple[str, ...] = ()

@@ -67,6 +67,8 @@ class Workload:
         self._stop: asyncio.Event | None = None
         self._stop_producing: asyncio.Event | None = None
         self._producer_done: asyncio.Event | None = None
+        self._next_value: dict[int, int] = {}  # per partition, across resume_producing()
+        self._resumed: set[asyncio.Future[None]] = set()
         self._channels: ChannelPool | None = None
         self._writer: asyncio.Future[None] | None = None
         self._last_sample: dict[tuple[int, int], HwSample] = {}
@@ -100,6 +102,20 @@ class Workload:
         assert done is not None
         with contextlib.suppress(TimeoutError):
             self.call(asyncio.wait_for(done.wait(), timeout_s), timeout_s + 5)
+
+    def resume_producing(self) -> None:
+        """Start the verifying producer again after `stop_producing()`: the same ledger, the
+        values go on where they stopped (so they stay unique)."""
+
+        def restart() -> None:
+            self._stop_producing = asyncio.Event()
+            self._producer_done = asyncio.Event()
+            task = asyncio.ensure_future(self._produce())
+            self._resumed.add(task)  # keep a reference until done
+            task.add_done_callback(self._resumed.discard)
+
+        if self._thread.is_alive():
+            self.loop.call_soon_threadsafe(restart)
 
     def stop(self) -> None:
         if self._thread.is_alive() and self._stop is not None:
@@ -173,7 +189,7 @@ class Workload:
         slots = asyncio.Semaphore(MAX_OUTSTANDING)
         loop = asyncio.get_running_loop()
         next_at = loop.time()
-        i = 0
+        i = self._next_value.get(partition, 0)
         while not self._stop_producing.is_set():
             await slots.acquire()
             if self._stop_producing.is_set():
@@ -191,6 +207,7 @@ class Workload:
             else:
                 fut.add_done_callback(partial(self._done, index, slots))
             i += 1
+            self._next_value[partition] = i
             next_at += interval
             delay = next_at - loop.time()
             if delay > 0:
