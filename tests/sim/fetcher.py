@@ -8,6 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+# RETRY_LATER: the real follower's rule (back off and retry; other errors drop the partition
+# until the next LeaderAndIsr).
+from broker.fetcher import RETRY_LATER
 from broker.replication.truncation import (
     decide_from_epoch_answer,
     decide_out_of_range,
@@ -30,20 +33,6 @@ from tests.sim.tokens import batch_tokens
 
 if TYPE_CHECKING:
     from tests.sim.broker import Hosted, SimBroker
-
-# broker/fetcher.py's RETRY_LATER: back off and try again; other errors drop the partition
-# until the next LeaderAndIsr.
-RETRY_LATER = frozenset(
-    {
-        ErrorCode.UNKNOWN_LEADER_EPOCH,
-        ErrorCode.NOT_LEADER_OR_FOLLOWER,
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.REPLICA_NOT_AVAILABLE,
-        ErrorCode.CORRUPT_MESSAGE,
-        ErrorCode.OFFSET_NOT_AVAILABLE,
-        ErrorCode.LEADER_NOT_AVAILABLE,
-    }
-)
 
 
 @dataclass(eq=False)
