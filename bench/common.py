@@ -1,0 +1,129 @@
+"""What every side-by-side benchmark shares: one result row, its table, latency percentiles,
+free loopback ports and child processes that never outlive the benchmark.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import statistics
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+HOST = "127.0.0.1"
+
+
+class MissingDependency(RuntimeError):
+    """A program or package the benchmark needs is not installed; the message says how to get it."""
+
+
+@dataclass(frozen=True)
+class Result:
+    """One measured case: `records` records of `record_bytes` bytes each in `seconds`.
+
+    `messages` counts what went over the wire (a gRPC message or a NATS publish), each holding
+    `records / messages` records. Latencies are per message, in milliseconds; None where the
+    case cannot measure them (a client stream acknowledges only at its end).
+    """
+
+    system: str
+    mode: str
+    record_bytes: int
+    records_per_message: int
+    messages: int
+    seconds: float
+    p50_ms: float | None
+    p99_ms: float | None
+
+    @property
+    def records(self) -> int:
+        return self.messages * self.records_per_message
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def bytes_per_s(self) -> float:
+        return self.records * self.record_bytes / self.seconds
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes_per_s / 1e6
+
+
+def percentiles(latencies_ms: list[float]) -> tuple[float | None, float | None]:
+    """p50 and p99 of a list of latencies; (None, None) when empty."""
+    if not latencies_ms:
+        return None, None
+    p50 = statistics.median(latencies_ms)
+    many = len(latencies_ms) >= 100
+    p99 = statistics.quantiles(latencies_ms, n=100)[98] if many else max(latencies_ms)
+    return p50, p99
+
+
+def format_header() -> str:
+    return (
+        f"{'system':<10} {'mode':<18} {'record':>6} {'batch':>6} {'records/s':>12} {'MB/s':>8} "
+        f"{'p50 ms':>9} {'p99 ms':>9}"
+    )
+
+
+def format_row(r: Result) -> str:
+    def ms(value: float | None) -> str:
+        return f"{value:>9.2f}" if value is not None else f"{'-':>9}"
+
+    return (
+        f"{r.system:<10} {r.mode:<18} {r.record_bytes:>6} {r.records_per_message:>6} "
+        f"{r.records_per_s:>12,.0f} {r.mb_per_s:>8.1f} {ms(r.p50_ms)} {ms(r.p99_ms)}"
+    )
+
+
+def format_table(results: Iterable[Result]) -> str:
+    return "\n".join([format_header(), *(format_row(r) for r in results)])
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct loopback ports free right now (all held open together, then released)."""
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind((HOST, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _die_with_parent() -> None:
+    # Linux's PR_SET_PDEATHSIG: the child gets SIGTERM if the benchmark is killed outright, so
+    # not even a SIGKILL of the benchmark leaves servers behind.
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def spawn(args: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
+    """Start a child that dies with this process (Linux) and ignores the terminal's Ctrl-C, so
+    that the benchmark's own clean-up, not a race with it, stops the child."""
+
+    def preexec() -> None:
+        os.setpgrp()
+        _die_with_parent()
+
+    return subprocess.Popen(args, preexec_fn=preexec, **kwargs)  # type: ignore[call-overload, no-any-return]
+
+
+def stop(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
+    """SIGTERM the child by its PID, SIGKILL it if it lingers, and reap it."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
