@@ -7,11 +7,12 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-import socket
 import statistics
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from minibroker import localcluster
 
 HOST = "127.0.0.1"
 
@@ -87,17 +88,8 @@ def format_table(results: Iterable[Result]) -> str:
 
 
 def free_ports(count: int) -> list[int]:
-    """`count` distinct loopback ports free right now (all held open together, then released)."""
-    socks: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind((HOST, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    """`count` distinct loopback ports free right now (the local cluster's own way)."""
+    return localcluster._free_ports(count)
 
 
 def _die_with_parent() -> None:

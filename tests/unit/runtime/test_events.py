@@ -53,7 +53,7 @@ async def _test_a_follower_too_far_behind_is_cut_off(monkeypatch: pytest.MonkeyP
     _, follower = buf.follow(asyncio.get_running_loop())
     for i in range(4):
         buf.add(i, line(i, "e"))
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0)  # one loop turn runs the callbacks the adds scheduled
     items = [follower.queue.get_nowait() for _ in range(follower.queue.qsize())]
     assert items[-1] is None and len(items) == 3  # two events, then the end marker
 
