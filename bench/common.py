@@ -38,6 +38,8 @@ class Result:
     seconds: float
     p50_ms: float | None
     p99_ms: float | None
+    p999_ms: float | None = None
+    load: str = "peak"
 
     @property
     def records(self) -> int:
@@ -56,20 +58,23 @@ class Result:
         return self.bytes_per_s / 1e6
 
 
-def percentiles(latencies_ms: list[float]) -> tuple[float | None, float | None]:
-    """p50 and p99 of a list of latencies; (None, None) when empty."""
+def percentiles(latencies_ms: list[float]) -> tuple[float | None, float | None, float | None]:
+    """p50, p99 and p99.9 of a list of latencies; Nones when empty. A tail percentile needs
+    enough samples: with fewer than 100 (1000 for p99.9) it is the maximum."""
     if not latencies_ms:
-        return None, None
-    p50 = statistics.median(latencies_ms)
-    many = len(latencies_ms) >= 100
-    p99 = statistics.quantiles(latencies_ms, n=100)[98] if many else max(latencies_ms)
-    return p50, p99
+        return None, None, None
+    ordered = sorted(latencies_ms)
+
+    def at(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    return statistics.median(ordered), at(0.99), at(0.999)
 
 
 def format_header() -> str:
     return (
         f"{'system':<10} {'mode':<18} {'record':>6} {'batch':>6} {'records/s':>12} {'MB/s':>8} "
-        f"{'p50 ms':>9} {'p99 ms':>9}"
+        f"{'load':>5} {'p50 ms':>9} {'p99 ms':>9} {'p999 ms':>9}"
     )
 
 
@@ -79,7 +84,8 @@ def format_row(r: Result) -> str:
 
     return (
         f"{r.system:<10} {r.mode:<18} {r.record_bytes:>6} {r.records_per_message:>6} "
-        f"{r.records_per_s:>12,.0f} {r.mb_per_s:>8.1f} {ms(r.p50_ms)} {ms(r.p99_ms)}"
+        f"{r.records_per_s:>12,.0f} {r.mb_per_s:>8.1f} {r.load:>5} {ms(r.p50_ms)} "
+        f"{ms(r.p99_ms)} {ms(r.p999_ms)}"
     )
 
 
@@ -119,3 +125,24 @@ def stop(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@dataclass
+class Section:
+    """One part of BENCHMARKS.md, produced by one benchmark module's `measure(...)`.
+
+    `markdown` is the body (tables in Markdown, one or two sentences on what was measured);
+    `figures` holds the named values the goals table reads (e.g. "failover.demo.total_s"),
+    so `python -m bench all` can judge every goal from the same run.
+    """
+
+    title: str
+    markdown: str
+    figures: dict[str, float]
+
+
+def md_table(header: list[str], rows: Iterable[Iterable[object]]) -> str:
+    """A Markdown table; floats keep the caller's formatting (pass strings for that)."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)

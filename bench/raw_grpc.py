@@ -204,9 +204,11 @@ async def measure(
             messages, latencies, elapsed = await _client_stream(channel, payload, seconds)
         else:
             raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
-    p50, p99 = percentiles(latencies)
+    p50, p99, p999 = percentiles(latencies)
     label = f"{mode} x{in_flight}" if mode == "unary" else mode
-    return Result("raw gRPC", label, record_bytes, records_per_message, messages, elapsed, p50, p99)
+    return Result(
+        "raw gRPC", label, record_bytes, records_per_message, messages, elapsed, p50, p99, p999
+    )
 
 
 def run(

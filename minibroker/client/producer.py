@@ -10,8 +10,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from minibroker.client.accumulator import (
     Outcome,
@@ -45,9 +44,9 @@ Handle = asyncio.Future["RecordMetadata"]
 Batch = ProducerBatch[Handle]
 
 
-@dataclass(frozen=True)
-class RecordMetadata:
-    """Where an acknowledged record was written (offset -1 with acks=0: nobody said)."""
+class RecordMetadata(NamedTuple):
+    """Where an acknowledged record was written (offset -1 with acks=0: nobody said). A named
+    tuple: one is made for every acknowledged record."""
 
     topic: str
     partition: int
@@ -110,6 +109,7 @@ class Producer:
         self._max_block_ms = max_block_ms
         self._seeds = random.Random(partitioner_seed)
         self._sticky: dict[str, StickyPartition] = {}
+        self._tps: dict[str, list[TopicPartition]] = {}
         self._in_flight: dict[TopicPartition, Batch] = {}
         self._requests: dict[str, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -152,8 +152,12 @@ class Producer:
                     ErrorCode.MESSAGE_TOO_LARGE,
                     f"a record of {size} bytes exceeds max_request_size={self._max_request_size}",
                 )
-            tp = await self._partition(topic, key, partition, size)
-            await self._wait_for_buffer(size)
+            # The common case awaits nothing: metadata known, buffer space free.
+            parts = self._metadata.cache.partitions_for(topic) or await self._wait_topic(topic)
+            tp = self._partition(topic, parts, key, partition, size)
+            buffered = self._acc.buffered_bytes
+            if buffered and buffered + size > self._buffer_memory:
+                await self._wait_for_buffer(size)
         except ProduceError as exc:
             fut.set_exception(exc)
             return fut
@@ -221,17 +225,19 @@ class Producer:
         if self._owns_channels:
             await self._channels.close()
 
-    async def _partition(
-        self, topic: str, key: bytes | None, partition: int | None, size: int
-    ) -> TopicPartition:
+    async def _wait_topic(self, topic: str) -> list[int]:
         try:
-            parts = await self.partitions_for(topic)
+            return await self.partitions_for(topic)
         except NoBrokerAvailable as exc:
             raise ProduceError(ErrorCode.NETWORK_EXCEPTION, str(exc)) from None
         except UnknownTopicError as exc:
             raise ProduceError(
                 exc.code, f"{exc.message} (not in metadata after max_block_ms={self._max_block_ms})"
             ) from None
+
+    def _partition(
+        self, topic: str, parts: list[int], key: bytes | None, partition: int | None, size: int
+    ) -> TopicPartition:
         n = len(parts)
         if partition is not None:
             if not 0 <= partition < n:
@@ -239,16 +245,23 @@ class Producer:
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     f"topic {topic!r} has no partition {partition} ({n} partitions)",
                 )
-            return TopicPartition(topic, partition)
+            return self._tp(topic, partition, n)
         sticky = self._sticky.get(topic)
         if sticky is None:
             sticky = self._sticky[topic] = StickyPartition(cursor=self._seeds.randrange(1 << 16))
         chosen = partition_for(key, n, sticky)
-        if key is None and self._acc.starts_new_batch(TopicPartition(topic, chosen), size):
+        if key is None and self._acc.starts_new_batch(self._tp(topic, chosen, n), size):
             # Once per batch, not per record: move on to a partition that has a leader.
             available = self._metadata.cache.available_partitions(topic)
             chosen = next_sticky_partition(sticky, n, available)
-        return TopicPartition(topic, chosen)
+        return self._tp(topic, chosen, n)
+
+    def _tp(self, topic: str, partition: int, count: int) -> TopicPartition:
+        """The topic's TopicPartition objects, made once (not once per record)."""
+        tps = self._tps.get(topic)
+        if tps is None or len(tps) != count:
+            tps = self._tps[topic] = [TopicPartition(topic, i) for i in range(count)]
+        return tps[partition]
 
     async def _wait_for_buffer(self, size: int) -> None:
         # Kafka's buffer.memory: a fast sender waits for acknowledgements instead of growing.

@@ -17,6 +17,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -105,6 +106,23 @@ def _write_varint(out: bytearray, value: int) -> None:
     out.append(v)
 
 
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    _write_varint(out, value)
+    return bytes(out)
+
+
+_SMALL_VARINTS = tuple(_encode_varint(v) for v in range(1 << 14))
+_NULL = _encode_varint(-1)
+
+
+def _varint(value: int) -> bytes:
+    """The zigzag varint of `value` as bytes (a table lookup for 0 <= value < 16384)."""
+    if 0 <= value < 16384:
+        return _SMALL_VARINTS[value]
+    return _encode_varint(value)
+
+
 def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     shift = 0
     raw = 0
@@ -124,14 +142,6 @@ def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     return (raw >> 1) ^ -(raw & 1), pos
 
 
-def _write_bytes(out: bytearray, data: bytes | None) -> None:
-    if data is None:
-        _write_varint(out, -1)
-    else:
-        _write_varint(out, len(data))
-        out += data
-
-
 def _read_bytes(buf: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
     n, pos = _read_varint(buf, pos)
     if n < 0:
@@ -144,8 +154,9 @@ def _read_bytes(buf: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
 # ---- building (clients) -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class NewRecord:
+class NewRecord(NamedTuple):
+    """A record as a producer hands it over (a named tuple: clients make one per record)."""
+
     key: bytes | None
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...] = ()
@@ -165,22 +176,30 @@ def build_batch(
     """An uncompressed v2 batch holding `records` at offset deltas 0..n-1."""
     if not records:
         raise ValueError("a record batch needs at least one record")
-    body = bytearray()
     # Kafka's maxTimestamp is the largest record timestamp, which may be below the base.
     max_ts = max(base_timestamp if rec.timestamp is None else rec.timestamp for rec in records)
+    # The client's per-record path: small varints come from a table and each record is one
+    # join of its parts (about 3x faster than appending varints byte by byte).
+    parts: list[bytes] = []
     for delta, rec in enumerate(records):
-        ts = base_timestamp if rec.timestamp is None else rec.timestamp
-        r = bytearray([0])  # record attributes (unused)
-        _write_varint(r, ts - base_timestamp)
-        _write_varint(r, delta)
-        _write_bytes(r, rec.key)
-        _write_bytes(r, rec.value)
-        _write_varint(r, len(rec.headers))
+        ts = rec.timestamp
+        key, value = rec.key, rec.value
+        fields = [
+            b"\x00",  # record attributes (unused)
+            _varint(0 if ts is None else ts - base_timestamp),
+            _varint(delta),
+            _NULL if key is None else _varint(len(key)) + key,
+            _NULL if value is None else _varint(len(value)) + value,
+            _varint(len(rec.headers)),
+        ]
         for hkey, hval in rec.headers:
-            _write_bytes(r, hkey.encode("utf-8"))
-            _write_bytes(r, hval)
-        _write_varint(body, len(r))
-        body += r
+            name = hkey.encode("utf-8")
+            fields.append(_varint(len(name)) + name)
+            fields.append(_NULL if hval is None else _varint(len(hval)) + hval)
+        encoded = b"".join(fields)
+        parts.append(_varint(len(encoded)))
+        parts.append(encoded)
+    body = b"".join(parts)
     header = bytearray(
         _HEADER.pack(
             base_offset,

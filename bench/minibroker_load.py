@@ -1,0 +1,421 @@
+"""minibroker's produce throughput and latency: 3 brokers, RF 3, process mode with ZooKeeper and a
+controller, measured from one client process.
+
+- **pre-built**: the same record batch bytes sent again and again with Produce (the broker's
+  capacity: the client does no per-record work), `in_flight` requests per partition leader;
+  acks=1 and acks=all, 100 B and 1 KiB records, batches of 1, 100 and 1000 records. Latency at
+  peak (closed loop) and at half of the peak's request rate (open loop, measured from each
+  request's scheduled send time, so a stall counts for every request it delays).
+- **client-built**: the project's Producer fed one record at a time (`send`), batching with its
+  defaults (linger 5 ms, 16 KiB batches): what an application gets end to end.
+- **end to end**: a Producer at half of its peak rate and a Consumer in the same process;
+  each value carries its send time, latency = fetched − sent (a record is fetchable only once
+  the high watermark passed it, so this is produce → replicated → visible → fetched).
+
+The topic has one partition per broker (each broker leads one), min.insync.replicas 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import struct
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from bench.common import Result, format_header, format_row, percentiles
+from minibroker import localcluster
+from minibroker.client import admin_zk
+from minibroker.client.consumer import Consumer
+from minibroker.client.producer import Producer
+from minibroker.core.records import NewRecord, build_batch
+from minibroker.core.types import TopicPartition
+from minibroker.rpc import broker_pb2, broker_pb2_grpc
+from minibroker.runtime.waiting import wait_until
+
+TOPIC = "bench"
+OPTIONS = [
+    ("grpc.max_send_message_length", 64 << 20),
+    ("grpc.max_receive_message_length", 64 << 20),
+]
+RECORD_SIZES = (100, 1024)
+BATCHES = (1, 100, 1000)
+ACKS = (1, -1)
+SYSTEM = "minibroker"
+# The Producer cases time every 16th record: a callback on each would cost the client as much
+# as the send itself (as Kafka's producer-perf-test, the latency is a sample).
+LATENCY_SAMPLE = 16
+
+
+def acks_name(acks: int) -> str:
+    return "all" if acks == -1 else str(acks)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A running benchmark cluster: its state and each partition's leader address."""
+
+    state: localcluster.ClusterState
+    leaders: dict[int, str]
+
+    @property
+    def bootstrap(self) -> str:
+        return next(iter(self.leaders.values()))
+
+
+def _metadata(address: str) -> Any:
+    with grpc.insecure_channel(address) as channel:
+        stub = broker_pb2_grpc.BrokerStub(channel)
+        return stub.Metadata(broker_pb2.MetadataRequest(topics=[TOPIC]), timeout=5)
+
+
+def _ready_leaders(address: str, partitions: int, replicas: int) -> dict[int, str] | None:
+    """Each partition's leader address once every partition has a leader and a full ISR."""
+    try:
+        response = _metadata(address)
+    except grpc.RpcError:
+        return None
+    hosts = {b.node_id: f"{b.host}:{b.port}" for b in response.brokers}
+    leaders: dict[int, str] = {}
+    for topic in response.topics:
+        for p in topic.partitions:
+            if p.error_code == 0 and p.leader_id in hosts and len(p.isr_nodes) == replicas:
+                leaders[p.partition_index] = hosts[p.leader_id]
+    return leaders if len(leaders) == partitions else None
+
+
+@contextmanager
+def running_cluster(
+    partitions: int = 3, replicas: int = 3, profile: str = "demo", overrides: Sequence[str] = ()
+) -> Iterator[Cluster]:
+    """A fresh process-mode cluster (3 brokers, 1 controller) with the topic ready."""
+    with tempfile.TemporaryDirectory(prefix="bench-minibroker-") as tmp:
+        state = localcluster.up(
+            Path(tmp) / "cluster", controllers=1, profile=profile, overrides=overrides
+        )
+        try:
+            with localcluster.zk_session(state.zk_connect) as zk:
+                config = {"min.insync.replicas": str(min(2, replicas))}
+                admin_zk.create_topic(zk, TOPIC, partitions, replicas, config, random.Random(1))
+            address = state.by_role("broker")[0].address
+            found: dict[int, str] = {}
+
+            def ready() -> bool:
+                found.update(_ready_leaders(address, partitions, replicas) or {})
+                return len(found) == partitions
+
+            wait_until(ready, timeout_s=30, what="the benchmark topic's leaders and ISRs")
+            yield Cluster(state, found)
+        finally:
+            localcluster.down(state)
+
+
+def produce_request(acks: int, partition: int, batch: bytes) -> broker_pb2.ProduceRequest:
+    request = broker_pb2.ProduceRequest(acks=acks, timeout_ms=30_000)
+    request.topics.add(name=TOPIC).partitions.add(partition_index=partition, records=batch)
+    return request
+
+
+def _check(response: Any) -> None:
+    for topic in response.responses:
+        for p in topic.partitions:
+            if p.error_code != 0:
+                raise RuntimeError(f"produce failed with error {p.error_code}: {p.error_message}")
+
+
+@dataclass
+class _Targets:
+    """One channel and one pre-serialized request per partition leader."""
+
+    calls: list[tuple[Callable[..., Any], bytes]]
+
+    @classmethod
+    def open(
+        cls, channels: dict[str, grpc.aio.Channel], cluster: Cluster, acks: int, batch: bytes
+    ) -> _Targets:
+        calls = []
+        for partition, address in sorted(cluster.leaders.items()):
+            if address not in channels:
+                channels[address] = grpc.aio.insecure_channel(address, options=OPTIONS)
+            # Raw bytes both ways: the request is serialized once, as a real client's batch is
+            # built once; only the (small) response is parsed.
+            call = channels[address].unary_unary(
+                "/minibroker.v1.Broker/Produce",
+                request_serializer=None,
+                response_deserializer=broker_pb2.ProduceResponse.FromString,
+            )
+            calls.append((call, produce_request(acks, partition, batch).SerializeToString()))
+        return cls(calls)
+
+
+async def _closed_loop(
+    targets: _Targets, seconds: float, in_flight: int
+) -> tuple[int, list[float], float]:
+    latencies: list[float] = []
+    started = time.perf_counter()
+    deadline = started + seconds
+
+    async def worker(call: Callable[..., Any], request: bytes) -> None:
+        while time.perf_counter() < deadline:
+            sent = time.perf_counter()
+            _check(await call(request, timeout=60))
+            latencies.append((time.perf_counter() - sent) * 1000)
+
+    await asyncio.gather(*(worker(c, r) for c, r in targets.calls for _ in range(in_flight)))
+    return len(latencies), latencies, time.perf_counter() - started
+
+
+async def _open_loop(
+    targets: _Targets, seconds: float, rate_per_s: float
+) -> tuple[int, list[float], float]:
+    """Requests at a fixed total rate, spread over the leaders in turn; latency from each
+    request's scheduled time (no coordinated omission)."""
+    latencies: list[float] = []
+    pending: set[asyncio.Task[None]] = set()
+    interval = 1.0 / rate_per_s
+    started = time.perf_counter()
+    count = int(seconds * rate_per_s)
+
+    async def one(call: Callable[..., Any], request: bytes, scheduled: float) -> None:
+        _check(await call(request, timeout=60))
+        latencies.append((time.perf_counter() - scheduled) * 1000)
+
+    for i in range(count):
+        scheduled = started + i * interval
+        delay = scheduled - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        call, request = targets.calls[i % len(targets.calls)]
+        task = asyncio.create_task(one(call, request, scheduled))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+    if pending:
+        await asyncio.gather(*pending)
+    return len(latencies), latencies, time.perf_counter() - started
+
+
+async def pre_built(
+    cluster: Cluster,
+    acks: int,
+    record_bytes: int,
+    records_per_batch: int,
+    seconds: float,
+    in_flight: int,
+) -> tuple[Result, Result]:
+    """The case at peak (closed loop) and at half of the peak's request rate (open loop)."""
+    batch = build_batch(
+        [NewRecord(None, b"v" * record_bytes)] * records_per_batch, base_timestamp=0
+    )
+    channels: dict[str, grpc.aio.Channel] = {}
+    try:
+        targets = _Targets.open(channels, cluster, acks, batch)
+        await _closed_loop(targets, min(1.0, seconds), in_flight)  # warm-up: connections, caches
+        messages, latencies, elapsed = await _closed_loop(targets, seconds, in_flight)
+        mode = f"pre-built acks={acks_name(acks)}"
+        peak = Result(
+            SYSTEM, mode, record_bytes, records_per_batch, messages, elapsed,
+            *percentiles(latencies), load="peak",
+        )  # fmt: skip
+        messages, latencies, elapsed = await _open_loop(targets, seconds, messages / elapsed / 2)
+        half = Result(
+            SYSTEM, mode, record_bytes, records_per_batch, messages, elapsed,
+            *percentiles(latencies), load="half",
+        )  # fmt: skip
+    finally:
+        for channel in channels.values():
+            await channel.close()
+    return peak, half
+
+
+@dataclass(frozen=True)
+class ProducerConfig:
+    """The Producer settings a client-built case runs with."""
+
+    name: str
+    batch_size: int
+    linger_ms: int
+
+
+# Kafka's defaults, and the usual throughput tuning (bigger batches, a little more linger).
+DEFAULTS = ProducerConfig("defaults", batch_size=16384, linger_ms=5)
+THROUGHPUT = ProducerConfig("batch 256K", batch_size=262144, linger_ms=10)
+
+
+async def client_built(
+    cluster: Cluster,
+    acks: int,
+    record_bytes: int,
+    seconds: float,
+    rate_per_s: float | None = None,
+    config: ProducerConfig = DEFAULTS,
+) -> Result:
+    """The Producer fed one record at a time, as fast as it takes them (or at `rate_per_s`);
+    latency from `send` to the acknowledgement, of every LATENCY_SAMPLE-th record."""
+    value = b"v" * record_bytes
+    latencies: list[float] = []
+    sent = 0
+    async with Producer(
+        cluster.bootstrap,
+        acks=-1 if acks == -1 else 1,
+        batch_size=config.batch_size,
+        linger_ms=config.linger_ms,
+    ) as producer:
+        await producer.send_and_wait(TOPIC, value)  # metadata and connections
+        started = time.perf_counter()
+        deadline = started + seconds
+        futures: list[asyncio.Future[Any]] = []
+
+        def acked(at: float) -> Callable[[asyncio.Future[Any]], None]:
+            def done(future: asyncio.Future[Any]) -> None:
+                if future.exception() is None:
+                    latencies.append((time.perf_counter() - at) * 1000)
+
+            return done
+
+        while (now := time.perf_counter()) < deadline:
+            if rate_per_s is not None:
+                delay = started + sent / rate_per_s - now
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            future = await producer.send(TOPIC, value)
+            if sent % LATENCY_SAMPLE == 0:
+                future.add_done_callback(acked(now))
+            futures.append(future)
+            sent += 1
+        await producer.flush()
+        elapsed = time.perf_counter() - started
+        failed = sum(1 for f in futures if f.exception() is not None)
+        if failed:
+            raise RuntimeError(f"{failed} of {sent} records failed")
+    mode = f"client {config.name} acks={acks_name(acks)}"
+    load = "peak" if rate_per_s is None else "half"
+    return Result(SYSTEM, mode, record_bytes, 1, sent, elapsed, *percentiles(latencies), load=load)
+
+
+async def end_to_end(
+    cluster: Cluster, record_bytes: int, seconds: float, rate_per_s: float
+) -> Result:
+    """Producer (acks=all) at `rate_per_s` and a Consumer of every partition in one process:
+    latency from `send` to the record's arrival in the consumer's poll."""
+    stamp = struct.Struct(">d")
+    padding = b"v" * (record_bytes - stamp.size)
+    latencies: list[float] = []
+    done = asyncio.Event()
+    sent = 0
+
+    async def consume(consumer: Consumer) -> None:
+        while not done.is_set() or len(latencies) < sent:
+            for record in await consumer.poll(200):
+                if record.value is not None:
+                    sent_at = stamp.unpack_from(record.value)[0]
+                    latencies.append((time.perf_counter() - sent_at) * 1000)
+
+    async with (
+        Producer(cluster.bootstrap, acks=-1) as producer,
+        Consumer(cluster.bootstrap, max_wait_ms=500) as consumer,
+    ):
+        partitions = await producer.partitions_for(TOPIC)
+        consumer.assign([TopicPartition(TOPIC, p) for p in partitions])
+        consumer.seek_to_end()
+        await consumer.poll(0)
+        reader = asyncio.create_task(consume(consumer))
+        started = time.perf_counter()
+        deadline = started + seconds
+        while (now := time.perf_counter()) < deadline:
+            delay = started + sent / rate_per_s - now
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await producer.send(TOPIC, stamp.pack(time.perf_counter()) + padding)
+            sent += 1
+        await producer.flush()
+        elapsed = time.perf_counter() - started
+        done.set()
+        await asyncio.wait_for(reader, 30)
+    return Result(
+        SYSTEM, "end-to-end acks=all", record_bytes, 1, sent, elapsed, *percentiles(latencies),
+        load="half",
+    )  # fmt: skip
+
+
+def run(
+    seconds: float = 3.0,
+    in_flight: int = 4,
+    record_sizes: Sequence[int] = RECORD_SIZES,
+    batches: Sequence[int] = BATCHES,
+    acks_levels: Sequence[int] = ACKS,
+    client: bool = True,
+    on_result: Callable[[Result], None] | None = None,
+) -> list[Result]:
+    """Every case on one cluster; `on_result` sees each row as it lands."""
+    results: list[Result] = []
+
+    def add(result: Result) -> None:
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+
+    with running_cluster() as cluster:
+        for record_bytes in record_sizes:
+            for batch in batches:
+                for acks in acks_levels:
+                    for r in asyncio.run(
+                        pre_built(cluster, acks, record_bytes, batch, seconds, in_flight)
+                    ):
+                        add(r)
+        if client:
+            peak_100 = None
+            for record_bytes in record_sizes:
+                for acks in acks_levels:
+                    r = asyncio.run(client_built(cluster, acks, record_bytes, seconds))
+                    add(r)
+                    if acks == -1 and record_bytes == min(record_sizes):
+                        peak_100 = r
+            if peak_100 is not None:
+                rate = peak_100.records_per_s / 2
+                size = peak_100.record_bytes
+                add(asyncio.run(end_to_end(cluster, size, seconds, rate)))
+    return results
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seconds", type=float, default=3.0, help="per case (default 3)")
+    parser.add_argument(
+        "--in-flight", type=int, default=4, help="requests in flight per leader (default 4)"
+    )
+    parser.add_argument("--record-sizes", type=int, nargs="+", default=list(RECORD_SIZES))
+    parser.add_argument("--batches", type=int, nargs="+", default=list(BATCHES))
+    parser.add_argument("--acks", type=int, nargs="+", choices=ACKS, default=list(ACKS))
+    parser.add_argument("--no-client", action="store_true", help="skip the Producer cases")
+
+
+def main(args: argparse.Namespace) -> list[Result]:
+    print(
+        f"minibroker: 3 brokers, RF 3, 3 partitions (one led by each broker), "
+        f"min.insync.replicas 2; pre-built: {args.in_flight} requests in flight per leader; "
+        f"{args.seconds:g} s per row",
+        flush=True,
+    )
+    print(format_header(), flush=True)
+    return run(
+        seconds=args.seconds,
+        in_flight=args.in_flight,
+        record_sizes=args.record_sizes,
+        batches=args.batches,
+        acks_levels=args.acks,
+        client=not args.no_client,
+        on_result=lambda r: print(format_row(r), flush=True),
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    add_arguments(parser)
+    main(parser.parse_args())
