@@ -347,7 +347,7 @@ async def end_to_end(
 
 def run(
     seconds: float = 3.0,
-    in_flight: int = 4,
+    in_flight: int = 8,
     record_sizes: Sequence[int] = RECORD_SIZES,
     batches: Sequence[int] = BATCHES,
     acks_levels: Sequence[int] = ACKS,
@@ -371,24 +371,34 @@ def run(
                     ):
                         add(r)
         if client:
-            peak_100 = None
-            for record_bytes in record_sizes:
-                for acks in acks_levels:
-                    r = asyncio.run(client_built(cluster, acks, record_bytes, seconds))
-                    add(r)
-                    if acks == -1 and record_bytes == min(record_sizes):
-                        peak_100 = r
-            if peak_100 is not None:
-                rate = peak_100.records_per_s / 2
-                size = peak_100.record_bytes
-                add(asyncio.run(end_to_end(cluster, size, seconds, rate)))
+            for config in (DEFAULTS, THROUGHPUT):
+                for record_bytes in record_sizes:
+                    for acks in acks_levels:
+                        peak = asyncio.run(
+                            client_built(cluster, acks, record_bytes, seconds, config=config)
+                        )
+                        add(peak)
+                        if acks == -1:
+                            half = peak.records_per_s / 2
+                            add(
+                                asyncio.run(
+                                    client_built(cluster, acks, record_bytes, seconds, half, config)
+                                )
+                            )
+            e2e_size = min(record_sizes)
+            peak = next(
+                r
+                for r in results
+                if r.mode == f"client {DEFAULTS.name} acks=all" and r.record_bytes == e2e_size
+            )
+            add(asyncio.run(end_to_end(cluster, e2e_size, seconds, peak.records_per_s / 2)))
     return results
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=3.0, help="per case (default 3)")
     parser.add_argument(
-        "--in-flight", type=int, default=4, help="requests in flight per leader (default 4)"
+        "--in-flight", type=int, default=8, help="requests in flight per leader (default 8)"
     )
     parser.add_argument("--record-sizes", type=int, nargs="+", default=list(RECORD_SIZES))
     parser.add_argument("--batches", type=int, nargs="+", default=list(BATCHES))

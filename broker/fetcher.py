@@ -33,6 +33,7 @@ from minibroker.runtime.wire import error_from_wire
 if TYPE_CHECKING:
     from broker.replica_manager import HostedPartition, ReplicaManager
 
+NO_ERROR = int(ErrorCode.NONE)
 RETRY_LATER = frozenset(
     {
         ErrorCode.UNKNOWN_LEADER_EPOCH,
@@ -238,12 +239,19 @@ class FollowerFetcher:
             min_bytes=self.min_bytes,
             max_bytes=self.response_max_bytes,
         )
-        sent: dict[TopicPartition, tuple[FetchState, int]] = {}
-        for topic in sorted({tp.topic for tp in states}):
+        # What each partition was asked at, by topic and partition number: the answers are
+        # matched without building a TopicPartition per answer (an idle follower of
+        # thousands of partitions gets thousands of empty answers a second).
+        sent: dict[str, dict[int, tuple[TopicPartition, FetchState, int]]] = {}
+        by_topic: dict[str, list[tuple[TopicPartition, FetchState]]] = {}
+        for tp, st in states.items():
+            by_topic.setdefault(tp.topic, []).append((tp, st))
+        for topic in sorted(by_topic):
             t = request.topics.add(topic=topic)
-            for tp, st in states.items():
+            asked = sent[topic] = {}
+            for tp, st in by_topic[topic]:
                 hosted = self.rm.partitions.get(tp)
-                if tp.topic != topic or hosted is None:
+                if hosted is None:
                     continue
                 t.partitions.add(
                     partition=tp.partition,
@@ -252,13 +260,14 @@ class FollowerFetcher:
                     log_start_offset=hosted.log.log_start_offset,
                     partition_max_bytes=self.partition_max_bytes,
                 )
-                sent[tp] = (st, st.fetch_offset)
+                asked[tp.partition] = (tp, st, st.fetch_offset)
         response = await self._stub.Fetch(request, timeout=self.timeout_s)
         for t in response.responses:
+            asked = sent.get(t.topic, {})
             for r in t.partitions:
-                tp = TopicPartition(t.topic, r.partition_index)
-                if tp in sent:
-                    await self._on_partition_data(tp, *sent[tp], r)
+                entry = asked.get(r.partition_index)
+                if entry is not None:
+                    await self._on_partition_data(*entry, r)
 
     async def _on_partition_data(
         self,
@@ -271,10 +280,11 @@ class FollowerFetcher:
         hosted = self.rm.partitions.get(tp)
         if st is not asked or st is None or hosted is None or st.fetch_offset != asked_offset:
             return  # changed while the fetch was in flight
-        error = error_from_wire(r.error_code)
-        if error is ErrorCode.NONE:
+        if r.error_code == NO_ERROR:
             self._append(tp, st, hosted, r)
-        elif error is ErrorCode.OFFSET_OUT_OF_RANGE:
+            return
+        error = error_from_wire(r.error_code)
+        if error is ErrorCode.OFFSET_OUT_OF_RANGE:
             await self._out_of_range(tp, st, hosted)
         elif error is ErrorCode.FENCED_LEADER_EPOCH:
             self._fail(tp, error)

@@ -1,0 +1,678 @@
+"""`python -m bench failover [--runs 5] [--profile demo|kafka ...]`: leader failover, controlled
+shutdown, ISR shrink and isr_change propagation timed on a process-mode cluster.
+
+One cluster per profile (ZooKeeper, 3 brokers, 1 controller; one partition, RF 3,
+min.insync.replicas 2) under a probe: one acks=all single-record Produce every 5 ms to the
+broker that last acknowledged, or to every broker while none is known, so the first write a new
+leader takes is seen within one tick. Step times come from the processes' own event lines
+(`broker_change`, `leader_elected`, `became_leader`, `isr_shrink`, `update_metadata_propagated`,
+...) and the probe's send/ack times: wall-clock ms on this one machine. After each fault the
+broker is started again (or resumed) and the next run waits until the ISR is full. Per profile:
+`runs` SIGKILLs of the leader, `runs` controlled shutdowns of it, and `runs` follower stalls
+where a stalled follower's session outlives its lag (demo, not kafka). About 3.5 minutes with
+the defaults; a failed run keeps the cluster's logs and says where.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from bench.common import Section, md_table
+from minibroker import localcluster
+from minibroker.client import admin_zk
+from minibroker.client.channels import ChannelPool, RpcFailure
+from minibroker.client.events import Event, EventsUnavailable, Source, read_events
+from minibroker.client.probe import describe_replicas, produce_once
+from minibroker.core.errors import ErrorCode
+from minibroker.core.records import NewRecord, build_batch
+from minibroker.core.types import LeaderAndIsr, TopicPartition
+from minibroker.runtime.clock import now_ms
+from minibroker.runtime.logging import parse_line
+from minibroker.runtime.settings import Settings
+from minibroker.runtime.waiting import wait_until
+from minibroker.runtime.zk_store import ZkStore
+
+T = TypeVar("T")
+TP = TopicPartition("failover", 0)
+PROBE_INTERVAL_S = 0.005
+PROBE_MAX_IN_FLIGHT = 200  # a stalled ISR holds every acks=all write; the probe then waits
+PROBE_TIMEOUT_MS = 60_000  # longer than any stall here: writes wait, they do not time out
+# Leader moves are not wanted between runs: the preferred-leader check would move one at will.
+OVERRIDES = ("auto.leader.rebalance.enable=false",)
+POLL_S = 0.02
+
+
+# ---- the probe ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Write:
+    """One probe Produce: which broker it went to, when, and its error ("" = acknowledged)."""
+
+    broker: int
+    sent_ms: int
+    done_ms: int
+    error: str
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+
+class Probe:
+    """The acks=all writer (see module docstring) on its own asyncio loop in a thread; the
+    benchmark's other gRPC calls (event reads) run on the same loop through `call`."""
+
+    def __init__(self, brokers: dict[int, str]) -> None:
+        self.brokers = dict(brokers)
+        self.loop = asyncio.new_event_loop()
+        self._writes: list[Write] = []  # appended on the loop only, in order of answer
+        self._leader: int | None = None
+        # Kafka's client caps its reconnect backoff at 1 s; a shorter cap keeps a restarted
+        # broker's channel from failing the probe's first writes to it for long.
+        self._channels = ChannelPool(reconnect_backoff_ms=20, reconnect_backoff_max_ms=200)
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._main, name="probe", daemon=True)
+        self._started = threading.Event()
+
+    def __enter__(self) -> Probe:
+        self._thread.start()
+        if not self._started.wait(10):
+            raise RuntimeError("the probe's event loop did not start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._stop is not None:
+            self.loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout=30)
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout_s: float = 60.0) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
+
+    def mark(self) -> int:
+        """A position in the write record: `since(mark)` is every write answered after it."""
+        return len(self._writes)
+
+    def since(self, mark: int) -> list[Write]:
+        return self._writes[mark:]
+
+    def reachable(self, broker: int) -> bool:
+        """Whether `broker` answers on the probe's own channel: after a restart that channel
+        may still be backing off, which would fail the first writes to a new leader."""
+
+        async def ping() -> bool:
+            try:
+                await describe_replicas(self._channels, self.brokers[broker], timeout_ms=1000)
+            except RpcFailure:
+                return False
+            return True
+
+        return self.call(ping())
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_until_complete(self._run())
+        finally:
+            self.loop.close()
+
+    async def _run(self) -> None:
+        self._stop = stop = asyncio.Event()
+        pending: set[asyncio.Task[None]] = set()
+        self._started.set()
+        try:
+            while not stop.is_set():
+                targets = [self._leader] if self._leader is not None else sorted(self.brokers)
+                for broker in targets:
+                    if len(pending) < PROBE_MAX_IN_FLIGHT:
+                        task = asyncio.ensure_future(self._write(broker))
+                        pending.add(task)
+                        task.add_done_callback(pending.discard)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), PROBE_INTERVAL_S)  # pacing
+        finally:
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            await self._channels.close()
+
+    async def _write(self, broker: int) -> None:
+        sent = now_ms()
+        batch = build_batch([NewRecord(None, b"probe")], base_timestamp=sent)
+        try:
+            result = await produce_once(
+                self._channels,
+                self.brokers[broker],
+                TP,
+                batch,
+                acks=-1,
+                timeout_ms=PROBE_TIMEOUT_MS,
+            )
+            error = "" if result.error is ErrorCode.NONE else result.error.name
+        except RpcFailure as exc:
+            error = f"rpc {exc.status}"
+        if not error:
+            self._leader = broker
+        elif self._leader == broker:
+            self._leader = None
+        self._writes.append(Write(broker, sent, now_ms(), error))
+
+
+def first_ack(writes: Iterable[Write], after_ms: int, not_by: int) -> Write | None:
+    """The first acknowledged write answered after `after_ms` by a broker other than `not_by`."""
+    return next((w for w in writes if w.ok and w.done_ms > after_ms and w.broker != not_by), None)
+
+
+def last_ack_before(writes: Sequence[Write], before_ms: int, by: int) -> Write | None:
+    """The last write `by` acknowledged before `before_ms`."""
+    return next(
+        (w for w in reversed(writes) if w.ok and w.broker == by and w.done_ms < before_ms), None
+    )
+
+
+# ---- events ---------------------------------------------------------------------------------
+
+
+def first_event(
+    events: Iterable[Event],
+    name: str | tuple[str, ...],
+    after_ms: int,
+    where: Callable[[Event], bool] = bool,
+) -> Event | None:
+    """The first event named `name` (or one of them) logged at or after `after_ms` that
+    satisfies `where`."""
+    names = (name,) if isinstance(name, str) else name
+    return next(
+        (e for e in events if e["event"] in names and e["ts"] >= after_ms and where(e)), None
+    )
+
+
+def _on_tp(e: Event) -> bool:
+    return bool(e.get("tp") == str(TP))
+
+
+# ---- the cluster ----------------------------------------------------------------------------
+
+
+class Cluster:
+    """A process-mode cluster with the probe's topic, its ZooKeeper session and its probe."""
+
+    def __init__(self, state: localcluster.ClusterState, zk: ZkStore, probe: Probe) -> None:
+        self.state = state
+        self.zk = zk
+        self.probe = probe
+        self.settings = Settings.load(profile=state.profile, overrides=state.overrides)
+        self.controller = state.by_role("controller")[0].name
+
+    def ms(self, name: str) -> int:
+        return self.settings.get_int(name)
+
+    def partition_state(self) -> LeaderAndIsr:
+        got = self.zk.read_partition_state(TP)
+        assert got is not None, f"{TP} has no state znode"
+        return got
+
+    def events(self, name: str, since_ms: int) -> list[Event]:
+        """The events of process `name` since `since_ms`: over gRPC from a running process,
+        from its log file otherwise (a broker that has just shut down, or not yet started)."""
+        info = self.state.process(name)
+        if localcluster.is_alive(info):
+            with contextlib.suppress(EventsUnavailable):  # e.g. started and not yet serving
+                return self.probe.call(read_events(Source(name, info.address), since_ms, 30.0))
+        lines = Path(info.log_file).read_text(errors="replace").splitlines()
+        return [e for e in map(parse_line, lines) if e is not None and e["ts"] >= since_ms]
+
+    def wait_steady(self) -> LeaderAndIsr:
+        """Every replica in the ISR, the leader acknowledging probe writes sent from now and
+        every broker reachable on the probe's channels."""
+        since, mark = now_ms(), self.probe.mark()
+
+        def steady() -> LeaderAndIsr | None:
+            s = self.zk.read_partition_state(TP)  # None until the controller creates it
+            if s is None:
+                return None
+            acked = any(w.ok and w.broker == s.leader for w in self.probe.since(mark))
+            if len(s.isr) < 3 or not acked:
+                return None
+            return s if all(self.probe.reachable(b) for b in s.isr) else None
+
+        timeout_s = 60 + 2 * self.ms("replica.lag.time.max.ms") / 1000
+        return wait_until(steady, timeout_s=timeout_s, what=f"{TP} steady since {since}")
+
+    def start_again(self, broker: int) -> None:
+        localcluster.start(self.state, f"broker-{broker}")
+
+
+@contextlib.contextmanager
+def cluster(profile: str) -> Iterator[Cluster]:
+    """A fresh cluster in its own temp dir with the topic created; torn down on exit. If the
+    benchmark fails, the processes' logs are kept (the path goes to stderr)."""
+    with tempfile.TemporaryDirectory(prefix="bench-failover-") as tmp:
+        state = localcluster.up(
+            Path(tmp) / "cluster", profile=profile, controllers=1, overrides=list(OVERRIDES)
+        )
+        try:
+            brokers = {p.id: p.address for p in state.by_role("broker") if p.id is not None}
+            with localcluster.zk_session(state.zk_connect) as zk, Probe(brokers) as probe:
+                config = {"min.insync.replicas": "2"}
+                admin_zk.create_topic(zk, TP.topic, 1, 3, config, random.Random(0))
+                c = Cluster(state, zk, probe)
+                c.wait_steady()
+                yield c
+        except Exception:
+            kept = tempfile.mkdtemp(prefix="bench-failover-logs-")
+            shutil.copytree(Path(state.dir) / "logs", kept, dirs_exist_ok=True)
+            print(f"failover benchmark failed; the cluster's logs are in {kept}", file=sys.stderr)
+            raise
+        finally:
+            localcluster.down(state)
+
+
+# ---- 1 and 2. the leader killed (SIGKILL) or stopped (SIGTERM: controlled shutdown) ---------
+
+
+@dataclass(frozen=True)
+class Move:
+    """One leadership move after the leader got `action` at t0; every time is ms since t0."""
+
+    expiry_seen_ms: int | None  # kill: the controller's broker_change naming it dead
+    elected_ms: int  # leader_elected: the new state written to ZooKeeper
+    applied_ms: int  # became_leader on the new leader (LeaderAndIsr applied)
+    follower_ms: int  # the other ISR follower done truncating against the new leader
+    first_write_ms: int  # the first probe write the new leader acknowledged
+    gap_ms: int  # the old leader's last acknowledgement -> the new leader's first
+
+
+def move_run(c: Cluster, action: str) -> Move:
+    """SIGKILL ("kill") or SIGTERM ("stop") the leader; start it again once a new leader
+    acknowledged a write."""
+    victim = c.wait_steady().leader
+    mark = c.probe.mark()
+    t0 = now_ms()
+    localcluster.send(c.state, f"broker-{victim}", action)
+    first = wait_until(
+        lambda: first_ack(c.probe.since(mark), t0, not_by=victim),
+        timeout_s=c.ms("zookeeper.session.timeout.ms") / 1000 + 30,
+        what="a write acknowledged by a new leader",
+        interval_s=POLL_S,
+    )
+    controller = c.events(c.controller, t0)
+    change = first_event(controller, "broker_change", t0, lambda e: victim in e.get("dead", []))
+    elected = first_event(controller, "leader_elected", t0, _on_tp)  # offline or controlled
+    assert elected is not None, f"no leader_elected after the {action}"
+    new, epoch = int(elected["leader"]), elected["leader_epoch"]
+    applied = first_event(
+        c.events(f"broker-{new}", t0),
+        "became_leader",
+        t0,
+        lambda e: _on_tp(e) and e.get("leader_epoch") == epoch,
+    )
+    # The ISR's one other member: acks=all writes complete once it fetches from the new leader.
+    (other,) = (b for b in elected["isr"] if b not in (new, victim))
+    follower = first_event(
+        c.events(f"broker-{other}", t0),
+        ("follower_truncation_checked", "follower_truncated"),
+        t0,
+        lambda e: _on_tp(e) and e.get("leader") == new and bool(e.get("done")),
+    )
+    assert applied is not None and follower is not None, "no became_leader / truncation"
+    last = last_ack_before(c.probe.since(0), first.done_ms, by=victim)
+    c.start_again(victim)
+    return Move(
+        expiry_seen_ms=int(change["ts"]) - t0 if action == "kill" and change else None,
+        elected_ms=int(elected["ts"]) - t0,
+        applied_ms=int(applied["ts"]) - t0,
+        follower_ms=int(follower["ts"]) - t0,
+        first_write_ms=first.done_ms - t0,
+        gap_ms=first.done_ms - (last.done_ms if last else t0),
+    )
+
+
+# ---- 3 and 4. a follower's stall: ISR shrink, expand, isr_change -> UpdateMetadata ----------
+
+
+@dataclass(frozen=True)
+class StallRun:
+    shrink_ms: int  # SIGSTOP of a follower -> the leader's isr_shrink removing it
+    expand_ms: int  # SIGCONT -> the leader's isr_expand adding it back
+    # Per isr_change node written after the resume (a node written during the pause waits for
+    # the paused broker's answer): the controller's took_ms (node ctime -> every broker
+    # answered UpdateMetadata), and broker-side (the writer's notification_created line -> the
+    # last broker's metadata_updated line).
+    propagated_ms: tuple[int, ...]
+    applied_ms: tuple[int, ...]
+
+
+def stall_run(c: Cluster, index: int) -> StallRun:
+    s = c.wait_steady()
+    follower = [b for b in s.isr if b != s.leader][index % 2]
+    leader_name, follower_name = f"broker-{s.leader}", f"broker-{follower}"
+    t0 = now_ms()
+    localcluster.send(c.state, follower_name, "pause")
+    lag_s = c.ms("replica.lag.time.max.ms") / 1000
+    wait_until(
+        lambda: follower not in c.partition_state().isr,
+        timeout_s=2 * lag_s + 30,
+        what=f"{follower_name} out of the ISR",
+        interval_s=POLL_S,
+    )
+    resumed = now_ms()
+    localcluster.send(c.state, follower_name, "resume")
+    wait_until(
+        lambda: follower in c.partition_state().isr,
+        timeout_s=lag_s + 60,
+        what=f"{follower_name} back in the ISR",
+        interval_s=POLL_S,
+    )
+
+    def changed(e: Event) -> bool:
+        return _on_tp(e) and follower in e.get("changed", [])
+
+    events = c.events(leader_name, t0)
+    shrink = first_event(events, "isr_shrink", t0, changed)
+    expand = first_event(events, "isr_expand", resumed, changed)
+    assert shrink is not None and expand is not None, "no isr_shrink / isr_expand event"
+
+    def propagated() -> list[Event] | None:
+        got = [
+            e
+            for e in c.events(c.controller, t0)
+            if e["event"] == "update_metadata_propagated" and e.get("cause") == "isr_change"
+        ]
+        return got if got and got[-1]["ts"] >= expand["ts"] else None
+
+    # The node comes after a quiet blackout, checked every propagation interval.
+    wait_s = sum(
+        c.ms(f"minibroker.isr.change.propagation.{k}.ms") for k in ("blackout", "interval")
+    )
+    done = wait_until(
+        propagated, timeout_s=wait_s / 1000 + 30, what="UpdateMetadata", interval_s=0.2
+    )
+    return StallRun(
+        shrink_ms=int(shrink["ts"]) - t0,
+        expand_ms=int(expand["ts"]) - resumed,
+        propagated_ms=tuple(
+            int(e["took_ms"])
+            for e in done
+            if e["ts"] - e["took_ms"] >= resumed and not e.get("not_answered")
+        ),
+        applied_ms=tuple(broker_side_propagation(c, resumed)),
+    )
+
+
+def broker_side_propagation(c: Cluster, since_ms: int) -> list[int]:
+    """Per isr_change node written since `since_ms`: ms from its writer's
+    `isr_change_notification_created` line to the last broker's next `metadata_updated`."""
+    by_broker = {p.name: c.events(p.name, since_ms) for p in c.state.by_role("broker")}
+    out = []
+    for events in by_broker.values():
+        for created in (e for e in events if e["event"] == "isr_change_notification_created"):
+            applied = [
+                first_event(other, "metadata_updated", created["ts"])
+                for other in by_broker.values()
+            ]
+            if all(a is not None for a in applied):
+                out.append(max(int(a["ts"]) for a in applied if a) - int(created["ts"]))
+    return out
+
+
+# ---- figures and tables ---------------------------------------------------------------------
+
+
+@dataclass
+class ProfileResult:
+    profile: str
+    session_ms: int
+    lag_ms: int
+    fetch_backoff_ms: int
+    kills: list[Move]
+    stops: list[Move]
+    stalls: list[StallRun]
+
+    def backoffs(self, moves: Iterable[Move]) -> int:
+        """Moves whose follower step shows a fetch backoff (see `_backoff_note`)."""
+        return sum(1 for m in moves if m.follower_ms - m.applied_ms >= 0.8 * self.fetch_backoff_ms)
+
+
+def measure_profile(profile: str, runs: int, stall_runs: int) -> ProfileResult:
+    with cluster(profile) as c:
+        kills = [move_run(c, "kill") for _ in range(runs)]
+        stops = [move_run(c, "stop") for _ in range(runs)]
+        stalls = [stall_run(c, i) for i in range(stall_runs)]
+        return ProfileResult(
+            profile,
+            session_ms=c.ms("zookeeper.session.timeout.ms"),
+            lag_ms=c.ms("replica.lag.time.max.ms"),
+            fetch_backoff_ms=c.ms("replica.fetch.backoff.ms"),
+            kills=kills,
+            stops=stops,
+            stalls=stalls,
+        )
+
+
+def stall_possible(session_ms: int, lag_ms: int) -> bool:
+    """A SIGSTOPped follower is taken out by its leader (the rule measured) only if its session
+    outlives the stall, which lasts up to 1.5 lag plus our reaction; otherwise the controller
+    removes it on session expiry (Kafka 2.6's defaults: 18 s session, 30 s lag)."""
+    return session_ms > 1.5 * lag_ms + 1000
+
+
+def _med(values: Sequence[float | None]) -> float:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else float("nan")
+
+
+def _move_row(label: str, moves: Sequence[Move], steps: Sequence[str], in_s: bool) -> list[str]:
+    """Median time of each step since t0 (+ since the step before), then the write gap."""
+    meds = [_med([getattr(m, step) for m in moves]) for step in steps]
+    scale, digits, unit = (1000, 3, " s") if in_s else (1, 0, "")
+    cells = [
+        f"{ms / scale:.{digits}f}{unit} (+{(ms - prev) / scale:.{digits}f})"
+        for ms, prev in zip(meds, [0.0, *meds], strict=False)
+    ]
+    gap = _med([m.gap_ms for m in moves]) / scale
+    return [label, *cells, f"{gap:.{digits}f}{unit}"]
+
+
+def _move_rows(
+    results: Sequence[ProfileResult],
+    pick: Callable[[ProfileResult], list[Move]],
+    steps: Sequence[str],
+    in_s: bool,
+) -> list[list[str]]:
+    rows = []
+    for r in results:
+        rows += [_move_row(f"{r.profile} #{i}", [m], steps, in_s) for i, m in enumerate(pick(r), 1)]
+        rows.append(_move_row(f"**{r.profile} median**", pick(r), steps, in_s))
+    return rows
+
+
+KILL_STEPS = ("expiry_seen_ms", "elected_ms", "applied_ms", "follower_ms", "first_write_ms")
+STOP_STEPS = KILL_STEPS[1:]
+
+
+def _backoff_note(
+    results: Sequence[ProfileResult], pick: Callable[[ProfileResult], list[Move]]
+) -> str:
+    counts = ", ".join(
+        f"{r.profile} {r.backoffs(pick(r))} of {len(pick(r))} "
+        f"(replica.fetch.backoff.ms {r.fetch_backoff_ms})"
+        for r in results
+    )
+    return (
+        "Runs where the follower step took at least 0.8 x replica.fetch.backoff.ms (its first "
+        "OffsetsForLeaderEpoch reached the new leader before that leader's LeaderAndIsr, was "
+        f"answered UNKNOWN_LEADER_EPOCH, and the follower backed off): {counts}."
+    )
+
+
+STEP_TEXT = (
+    "`leader_elected` (the new state in ZooKeeper), `became_leader` on the new leader "
+    "(LeaderAndIsr applied), the other ISR follower done truncating against it (it fetches "
+    "from it from then on: acks=all writes can complete), the first probe write it "
+    "acknowledged. Write gap: the old leader's last acknowledgement to the new leader's first."
+)
+
+
+def kill_section(results: Sequence[ProfileResult]) -> Section:
+    figures: dict[str, float] = {}
+    for r in results:
+        p = f"failover.{r.profile}"
+        figures[f"{p}.session_ms"] = float(r.session_ms)
+        figures[f"{p}.runs"] = float(len(r.kills))
+        figures[f"{p}.follower_backoffs"] = float(r.backoffs(r.kills))
+        for step in (*KILL_STEPS, "gap_ms"):
+            name = {"gap_ms": "write_gap_s"}.get(step, step.removesuffix("_ms") + "_s")
+            figures[f"{p}.{name}"] = round(_med([getattr(m, step) for m in r.kills]) / 1000, 3)
+    header = ["run", "expiry seen", "elected", "applied", "follower", "first write", "write gap"]
+    sessions = ", ".join(f"{r.profile} {r.session_ms / 1000:g} s" for r in results)
+    text = (
+        f"SIGKILL of the partition leader at t0 (ZooKeeper session timeout: {sessions}). Each "
+        "step as time since t0 (+ since the step before; medians: + between the medians): the "
+        "controller's `broker_change` naming it dead (its session expired), " + STEP_TEXT
+    )
+    rows = _move_rows(results, lambda r: r.kills, KILL_STEPS, in_s=True)
+    body = f"{text}\n\n{md_table(header, rows)}\n\n{_backoff_note(results, lambda r: r.kills)}"
+    return Section("Leader failover after SIGKILL", body, figures)
+
+
+def stop_section(results: Sequence[ProfileResult]) -> Section:
+    gaps = [float(m.gap_ms) for r in results for m in r.stops]
+    figures = {
+        "controlled_shutdown.gap_ms": _med(gaps),
+        "controlled_shutdown.gap_max_ms": max(gaps, default=float("nan")),
+        "controlled_shutdown.runs": float(len(gaps)),
+    }
+    for r in results:
+        figures[f"controlled_shutdown.{r.profile}.gap_ms"] = _med([m.gap_ms for m in r.stops])
+        figures[f"controlled_shutdown.{r.profile}.follower_backoffs"] = float(r.backoffs(r.stops))
+    header = ["run", "elected ms", "applied ms", "follower ms", "first write ms", "write gap ms"]
+    text = (
+        "SIGTERM of the partition leader at t0: before stopping, the broker asks the controller "
+        "to move its leadership (controlled shutdown). Each step as ms since t0 (+ since the "
+        "step before): " + STEP_TEXT
+    )
+    rows = _move_rows(results, lambda r: r.stops, STOP_STEPS, in_s=False)
+    rows.append(
+        ["**all: median / max gap**", *[""] * 4, f"{_med(gaps):.0f} / {max(gaps, default=0):.0f}"]
+    )
+    body = f"{text}\n\n{md_table(header, rows)}\n\n{_backoff_note(results, lambda r: r.stops)}"
+    return Section("Controlled shutdown of the leader", body, figures)
+
+
+def stall_section(results: Sequence[ProfileResult]) -> Section:
+    rows: list[list[str]] = []
+    figures: dict[str, float] = {}
+    notes: list[str] = []
+    for r in results:
+        lag_s = r.lag_ms / 1000
+        if not r.stalls:
+            notes.append(
+                f"- {r.profile}: not measured. A SIGSTOPped follower's session "
+                f"({r.session_ms} ms) expires before its lag ({r.lag_ms} ms) runs out, so the "
+                "controller, not the leader, takes it out of the ISR; the leader's rule would "
+                "need a stall that keeps the session (cutting only the follower's fetch link, "
+                "`cluster up --proxy`) and 30-45 s per run."
+            )
+            continue
+        shrinks = [s.shrink_ms / 1000 for s in r.stalls]
+        inside = sum(1 for x in shrinks if lag_s <= x <= 1.5 * lag_s)
+        p = f"isr_shrink.{r.profile}"
+        figures |= {
+            f"{p}.median_s": round(_med(shrinks), 3),
+            f"{p}.min_s": round(min(shrinks), 3),
+            f"{p}.max_s": round(max(shrinks), 3),
+            f"{p}.lag_s": lag_s,
+            f"{p}.in_window": float(inside),
+            f"{p}.runs": float(len(shrinks)),
+            f"isr_expand.{r.profile}.median_ms": _med([s.expand_ms for s in r.stalls]),
+        }
+        rows.append(
+            [
+                r.profile,
+                f"{lag_s:g} s",
+                f"[{lag_s:g}, {1.5 * lag_s:g}] s",
+                f"{min(shrinks):.2f} / {_med(shrinks):.2f} / {max(shrinks):.2f} s",
+                f"{inside} of {len(shrinks)}",
+                f"{_med([s.expand_ms for s in r.stalls]):.0f} ms",
+            ]
+        )
+    header = ["profile", "lag", "window", "shrink min / median / max", "in window", "expand"]
+    text = (
+        "SIGSTOP of a follower while the probe writes: time to the leader's `isr_shrink` "
+        "removing it (the check runs every lag/2, so it lands in [lag, 1.5 lag]); then SIGCONT "
+        "and the median time to its `isr_expand`.\n\n"
+    )
+    body = text + (md_table(header, rows) if rows else "") + "\n\n" + "\n".join(notes)
+    return Section("ISR shrink after a follower stall", body.strip(), figures)
+
+
+def propagation_section(results: Sequence[ProfileResult]) -> Section:
+    took = [float(ms) for r in results for s in r.stalls for ms in s.propagated_ms]
+    applied = [float(ms) for r in results for s in r.stalls for ms in s.applied_ms]
+    figures = {
+        "isr_change_to_update_metadata.median_ms": _med(took),
+        "isr_change_to_update_metadata.max_ms": max(took, default=float("nan")),
+        "isr_change_to_update_metadata.samples": float(len(took)),
+    }
+    rows = [
+        ["controller: node ctime → every broker answered", len(took), f"{_med(took):.0f}",
+         f"{max(took, default=float('nan')):.0f}"],
+        ["brokers: node written → last `metadata_updated`", len(applied), f"{_med(applied):.0f}",
+         f"{max(applied, default=float('nan')):.0f}"],
+    ]  # fmt: skip
+    text = (
+        "The isr_change nodes written after each stall run's SIGCONT (one per shrink + expand, "
+        "after the propagation blackout): from the node to UpdateMetadata answered by every "
+        "live broker, as the controller's `update_metadata_propagated` reports it (took_ms), "
+        "and from the brokers' own lines.\n\n"
+    )
+    body = text + md_table(["measured by", "samples", "median ms", "max ms"], rows)
+    return Section("isr_change node → UpdateMetadata", body, figures)
+
+
+def measure(runs: int = 5, profiles: Sequence[str] = ("demo", "kafka")) -> list[Section]:
+    """`runs` SIGKILLs and controlled shutdowns of the leader per profile, and `runs` follower
+    stalls where the profile's session outlives one (see `stall_possible`)."""
+    results = []
+    for profile in profiles:
+        s = Settings.load(profile=profile)
+        session_ms = s.get_int("zookeeper.session.timeout.ms")
+        stalls = runs if stall_possible(session_ms, s.get_int("replica.lag.time.max.ms")) else 0
+        results.append(measure_profile(profile, runs, stalls))
+    return [
+        kill_section(results),
+        stop_section(results),
+        stall_section(results),
+        propagation_section(results),
+    ]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", type=int, default=5, help="runs per measurement (default 5)")
+    parser.add_argument(
+        "--profile",
+        action="append",
+        choices=["demo", "kafka"],
+        help="timing profile; repeat for several (default: demo and kafka)",
+    )
+
+
+def main(args: argparse.Namespace) -> None:
+    for section in measure(args.runs, tuple(args.profile or ("demo", "kafka"))):
+        print(f"## {section.title}\n\n{section.markdown}\n")
+        for name, value in sorted(section.figures.items()):
+            print(f"{name} = {value:g}")
+        print(flush=True)
