@@ -40,6 +40,7 @@ class Result:
     p99_ms: float | None
     p999_ms: float | None = None
     load: str = "peak"
+    cpu_s: float | None = None  # CPU time of every process involved (client and servers)
 
     @property
     def records(self) -> int:
@@ -56,6 +57,12 @@ class Result:
     @property
     def mb_per_s(self) -> float:
         return self.bytes_per_s / 1e6
+
+    @property
+    def cpu_ms_per_mb(self) -> float | None:
+        """CPU milliseconds, all processes together, per MB of records moved."""
+        mb = self.records * self.record_bytes / 1e6
+        return None if self.cpu_s is None or not mb else self.cpu_s * 1000 / mb
 
 
 def percentiles(latencies_ms: list[float]) -> tuple[float | None, float | None, float | None]:
@@ -91,6 +98,50 @@ def format_row(r: Result) -> str:
 
 def format_table(results: Iterable[Result]) -> str:
     return "\n".join([format_header(), *(format_row(r) for r in results)])
+
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process so far, in seconds (/proc/<pid>/stat fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def rss_mb(pid: int) -> float:
+    """Resident set size in MB (VmRSS of /proc/<pid>/status)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class CpuMeter:
+    """CPU seconds used by `pids` between `start()` and `stop()` (processes that exit in between
+    count up to their last reading)."""
+
+    def __init__(self, pids: Iterable[int]) -> None:
+        self.pids = list(pids)
+        self._before: dict[int, float] = {}
+
+    def _read(self) -> dict[int, float]:
+        out = {}
+        for pid in self.pids:
+            try:
+                out[pid] = cpu_seconds(pid)
+            except (OSError, IndexError, ValueError):
+                continue
+        return out
+
+    def start(self) -> None:
+        self._before = self._read()
+
+    def stop(self) -> float:
+        after = self._read()
+        return sum(after[pid] - self._before[pid] for pid in after if pid in self._before)
 
 
 def free_ports(count: int) -> list[int]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from typing import Any
 
 import grpc
 
-from bench.common import HOST, Result, format_header, format_row, percentiles, spawn, stop
+from bench.common import HOST, CpuMeter, Result, format_header, format_row, percentiles, spawn, stop
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVICE = "bench.Echo"
@@ -222,13 +223,18 @@ def run(
 ) -> list[Result]:
     """Every case against one echo server process; `on_result` sees each row as it lands."""
     results: list[Result] = []
-    with EchoServer(echo) as address:
+    server = EchoServer(echo)
+    with server as address:
+        assert server.proc is not None
+        meter = CpuMeter([server.proc.pid, os.getpid()])
         for record_bytes in record_sizes:
             for batch in batches:
                 for mode in modes:
+                    meter.start()
                     result = asyncio.run(
                         measure(address, mode, record_bytes, batch, seconds, in_flight)
                     )
+                    result = dataclasses.replace(result, cpu_s=meter.stop())
                     results.append(result)
                     if on_result is not None:
                         on_result(result)
