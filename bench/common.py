@@ -41,6 +41,7 @@ class Result:
     p999_ms: float | None = None
     load: str = "peak"
     cpu_s: float | None = None  # CPU time of every process involved (client and servers)
+    fetches_per_request: float | None = None  # follower Fetch RPCs per Produce, all brokers
 
     @property
     def records(self) -> int:

@@ -24,6 +24,7 @@ import random
 import struct
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ OPTIONS = [
 RECORD_SIZES = (100, 1024)
 BATCHES = (1, 100, 1000)
 ACKS = (1, -1)
+REQUESTS_METRIC = "kafka_network_requestmetrics_requestspersec_total{"
 SYSTEM = "minibroker"
 # The Producer cases time every 16th record: a callback on each would cost the client as much
 # as the send itself (as Kafka's producer-perf-test, the latency is a sample).
@@ -66,28 +68,32 @@ class Cluster:
 
     state: localcluster.ClusterState
     leaders: dict[int, str]
+    topic: str = TOPIC
+    replicas: int = 3
 
     @property
     def bootstrap(self) -> str:
         return next(iter(self.leaders.values()))
 
 
-def _metadata(address: str) -> Any:
+def _metadata(address: str, topic: str) -> Any:
     with grpc.insecure_channel(address) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
-        return stub.Metadata(broker_pb2.MetadataRequest(topics=[TOPIC]), timeout=5)
+        return stub.Metadata(broker_pb2.MetadataRequest(topics=[topic]), timeout=5)
 
 
-def _ready_leaders(address: str, partitions: int, replicas: int) -> dict[int, str] | None:
+def _ready_leaders(
+    address: str, topic: str, partitions: int, replicas: int
+) -> dict[int, str] | None:
     """Each partition's leader address once every partition has a leader and a full ISR."""
     try:
-        response = _metadata(address)
+        response = _metadata(address, topic)
     except grpc.RpcError:
         return None
     hosts = {b.node_id: f"{b.host}:{b.port}" for b in response.brokers}
     leaders: dict[int, str] = {}
-    for topic in response.topics:
-        for p in topic.partitions:
+    for t in response.topics:
+        for p in t.partitions:
             if p.error_code == 0 and p.leader_id in hosts and len(p.isr_nodes) == replicas:
                 leaders[p.partition_index] = hosts[p.leader_id]
     return leaders if len(leaders) == partitions else None
@@ -105,25 +111,50 @@ def running_cluster(
             Path(tmp) / "cluster", controllers=1, profile=profile, overrides=overrides
         )
         try:
-            with localcluster.zk_session(state.zk_connect) as zk:
-                config = {"min.insync.replicas": str(min(2, replicas))}
-                admin_zk.create_topic(zk, TOPIC, partitions, replicas, config, random.Random(1))
-            address = state.by_role("broker")[0].address
-            found: dict[int, str] = {}
-
-            def ready() -> bool:
-                found.update(_ready_leaders(address, partitions, replicas) or {})
-                return len(found) == partitions
-
-            wait_until(ready, timeout_s=30, what="the benchmark topic's leaders and ISRs")
-            yield Cluster(state, found)
+            yield add_topic(state, TOPIC, partitions, replicas)
         finally:
             localcluster.down(state)
 
 
-def produce_request(acks: int, partition: int, batch: bytes) -> broker_pb2.ProduceRequest:
+def add_topic(
+    state: localcluster.ClusterState, topic: str, partitions: int, replicas: int
+) -> Cluster:
+    """Create `topic` (min.insync.replicas 2 where RF allows) and wait for its leaders."""
+    with localcluster.zk_session(state.zk_connect) as zk:
+        config = {"min.insync.replicas": str(min(2, replicas))}
+        admin_zk.create_topic(zk, topic, partitions, replicas, config, random.Random(1))
+    address = state.by_role("broker")[0].address
+    found: dict[int, str] = {}
+
+    def ready() -> bool:
+        found.update(_ready_leaders(address, topic, partitions, replicas) or {})
+        return len(found) == partitions
+
+    wait_until(ready, timeout_s=30, what=f"topic {topic}'s leaders and ISRs")
+    return Cluster(state, found, topic, replicas)
+
+
+def request_counts(state: localcluster.ClusterState) -> dict[str, float]:
+    """Requests handled so far by all brokers, by kind, from their Prometheus endpoints."""
+    counts: dict[str, float] = {}
+    for b in state.by_role("broker"):
+        if not b.metrics_port:
+            continue
+        url = f"http://{b.host}:{b.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            text = response.read().decode()
+        for line in text.splitlines():
+            if line.startswith(REQUESTS_METRIC):
+                kind = line.split('request="', 1)[1].split('"', 1)[0]
+                counts[kind] = counts.get(kind, 0.0) + float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+def produce_request(
+    acks: int, topic: str, partition: int, batch: bytes
+) -> broker_pb2.ProduceRequest:
     request = broker_pb2.ProduceRequest(acks=acks, timeout_ms=30_000)
-    request.topics.add(name=TOPIC).partitions.add(partition_index=partition, records=batch)
+    request.topics.add(name=topic).partitions.add(partition_index=partition, records=batch)
     return request
 
 
@@ -155,7 +186,8 @@ class _Targets:
                 request_serializer=None,
                 response_deserializer=broker_pb2.ProduceResponse.FromString,
             )
-            calls.append((call, produce_request(acks, partition, batch).SerializeToString()))
+            request = produce_request(acks, cluster.topic, partition, batch)
+            calls.append((call, request.SerializeToString()))
         return cls(calls)
 
 
@@ -222,13 +254,19 @@ async def pre_built(
         targets = _Targets.open(channels, cluster, acks, batch)
         await _closed_loop(targets, min(1.0, seconds), in_flight)  # warm-up: connections, caches
         meter = CpuMeter([p.pid for p in cluster.state.processes if p.pid] + [os.getpid()])
+        before = request_counts(cluster.state)
         meter.start()
         messages, latencies, elapsed = await _closed_loop(targets, seconds, in_flight)
         cpu_s = meter.stop()
-        mode = f"pre-built acks={acks_name(acks)}"
+        after = request_counts(cluster.state)
+        produces = after.get("Produce", 0) - before.get("Produce", 0)
+        fetches = after.get("Fetch", 0) - before.get("Fetch", 0)
+        per_request = fetches / produces if produces else None
+        rf = "" if cluster.replicas == 3 else f"RF {cluster.replicas} "
+        mode = f"pre-built {rf}acks={acks_name(acks)}"
         peak = Result(
             SYSTEM, mode, record_bytes, records_per_batch, messages, elapsed,
-            *percentiles(latencies), load="peak", cpu_s=cpu_s,
+            *percentiles(latencies), load="peak", cpu_s=cpu_s, fetches_per_request=per_request,
         )  # fmt: skip
         messages, latencies, elapsed = await _open_loop(targets, seconds, messages / elapsed / 2)
         half = Result(
@@ -376,6 +414,14 @@ def run(
                         pre_built(cluster, acks, record_bytes, batch, seconds, in_flight)
                     ):
                         add(r)
+        # The same requests to a topic without followers: what replication adds, in CPU/MB.
+        single = add_topic(cluster.state, f"{TOPIC}-rf1", 3, 1)
+        for acks in acks_levels:
+            add(
+                asyncio.run(
+                    pre_built(single, acks, min(record_sizes), max(batches), seconds, in_flight)
+                )[0]
+            )
         if client:
             for config in (DEFAULTS, THROUGHPUT):
                 for record_bytes in record_sizes:

@@ -71,11 +71,11 @@ def _cpu(value: float | None) -> str:
 def results_table(results: Sequence[Result]) -> str:
     return md_table(
         ["system", "mode", "record B", "records/msg", "load", "records/s", "MB/s", "p50 ms",
-         "p99 ms", "p99.9 ms", "CPU ms/MB"],
+         "p99 ms", "p99.9 ms", "CPU ms/MB", "fetches/produce"],
         (
             [r.system, r.mode, r.record_bytes, r.records_per_message, r.load,
              f"{r.records_per_s:,.0f}", f"{r.mb_per_s:.1f}", _ms(r.p50_ms), _ms(r.p99_ms),
-             _ms(r.p999_ms), _cpu(r.cpu_ms_per_mb)]
+             _ms(r.p999_ms), _cpu(r.cpu_ms_per_mb), _cpu(r.fetches_per_request)]
             for r in results
         ),
     )  # fmt: skip
