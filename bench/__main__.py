@@ -1,27 +1,34 @@
-"""`python -m bench raw|nats [options]`: run one side-by-side benchmark and print its table."""
+"""`python -m bench all|raw|load|nats|failover|scale [options]`: `all` runs every benchmark and
+rewrites BENCHMARKS.md; the others run one benchmark and print its tables."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from types import ModuleType
 
-from bench import nats_peer, raw_grpc
+from bench import failover, minibroker_load, nats_peer, raw_grpc, scale, suite
 from bench.common import MissingDependency
+
+COMMANDS: dict[str, ModuleType] = {
+    "all": suite,
+    "raw": raw_grpc,
+    "load": minibroker_load,
+    "nats": nats_peer,
+    "failover": failover,
+    "scale": scale,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    raw = commands.add_parser(
-        "raw", help=raw_grpc.__doc__.splitlines()[0] if raw_grpc.__doc__ else None
-    )
-    raw_grpc.add_arguments(raw)
-    raw.set_defaults(run=raw_grpc.main)
-    nats = commands.add_parser(
-        "nats", help=nats_peer.__doc__.splitlines()[0] if nats_peer.__doc__ else None
-    )
-    nats_peer.add_arguments(nats)
-    nats.set_defaults(run=nats_peer.main)
+    for name, module in COMMANDS.items():
+        doc = module.__doc__ or ""
+        summary = " ".join(doc.strip().split("\n\n")[0].split())
+        command = commands.add_parser(name, help=summary, description=doc)
+        module.add_arguments(command)
+        command.set_defaults(run=module.main)
     args = parser.parse_args(argv)
     try:
         args.run(args)

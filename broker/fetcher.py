@@ -34,6 +34,11 @@ if TYPE_CHECKING:
     from broker.replica_manager import HostedPartition, ReplicaManager
 
 NO_ERROR = int(ErrorCode.NONE)
+# A deliberate deviation from Kafka, which waits replica.fetch.backoff.ms after every retriable
+# partition error (reference §3.8): UNKNOWN_LEADER_EPOCH means this follower's LeaderAndIsr
+# arrived before the leader's, which follows within milliseconds, so it retries soon. Waiting
+# the full backoff stalled acks=all writes 500 ms-1 s in about 10% of controlled shutdowns.
+EPOCH_CATCH_UP_BACKOFF_MS = 20
 RETRY_LATER = frozenset(
     {
         ErrorCode.UNKNOWN_LEADER_EPOCH,
@@ -45,6 +50,14 @@ RETRY_LATER = frozenset(
         ErrorCode.LEADER_NOT_AVAILABLE,
     }
 )
+
+
+def backoff_ms_for(error: ErrorCode | None, configured_ms: int) -> int:
+    """How long a partition waits before it is fetched again after `error` (None: the whole
+    request failed): replica.fetch.backoff.ms, shorter only for UNKNOWN_LEADER_EPOCH."""
+    if error is ErrorCode.UNKNOWN_LEADER_EPOCH:
+        return min(EPOCH_CATCH_UP_BACKOFF_MS, configured_ms)
+    return configured_ms
 
 
 @dataclass
@@ -93,10 +106,10 @@ class FollowerFetcher:
             await self._task
         await self._channel.close()
 
-    def _delay(self, tp: TopicPartition, reason: str) -> None:
+    def _delay(self, tp: TopicPartition, reason: str, error: ErrorCode | None = None) -> None:
         st = self.states.get(tp)
         if st is not None:
-            st.delayed_until_ms = self.rm.now_ms() + self.backoff_ms
+            st.delayed_until_ms = self.rm.now_ms() + backoff_ms_for(error, self.backoff_ms)
             slog.event("follower_backoff", logging.DEBUG, tp=str(tp), reason=reason)
 
     def _fail(self, tp: TopicPartition, error: ErrorCode) -> None:
@@ -198,7 +211,7 @@ class FollowerFetcher:
             self._fail(tp, error)
             return
         if error is not ErrorCode.NONE:
-            self._delay(tp, error.name)
+            self._delay(tp, error.name, error)
             return
         decision = decide_from_epoch_answer(
             leader_epoch=r.leader_epoch,
@@ -289,7 +302,7 @@ class FollowerFetcher:
         elif error is ErrorCode.FENCED_LEADER_EPOCH:
             self._fail(tp, error)
         elif error in RETRY_LATER:
-            self._delay(tp, error.name)
+            self._delay(tp, error.name, error)
         else:
             self._fail(tp, error)
 
@@ -306,7 +319,7 @@ class FollowerFetcher:
                 log.append_as_follower(r.records)
             except RecordError as exc:
                 slog.event("follower_append_failed", logging.WARNING, tp=str(tp), error=str(exc))
-                self._delay(tp, exc.code.name)
+                self._delay(tp, exc.code.name, exc.code)
                 return
         before = p.high_watermark
         p.update_follower_high_watermark(r.high_watermark, log)

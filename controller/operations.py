@@ -92,8 +92,14 @@ class ControllerOps(StateChanges):
             for b in dead | bounced:
                 ctx.live_brokers.pop(b, None)
                 ctx.shutting_down.discard(b)
+            # Elections first, and their LeaderAndIsr sent at once: as in Kafka, where the
+            # partition state machine sends its batch before the replica state machine
+            # starts the ISR removals (reference §5.3 steps 2 and 3), so the new leaders
+            # lead without waiting for every removal write.
+            elected = RequestBatch()
+            lost_leaders = await self._elect_offline(elected)
+            self.channels.send(ctx, elected)
             batch = RequestBatch()
-            lost_leaders = await self._elect_offline(batch)
             await self._remove_replicas_from_isr(dead | bounced, batch)
             if not lost_leaders:
                 batch.add_update_metadata(ctx.live_or_shutting_down(), [])
@@ -151,11 +157,9 @@ class ControllerOps(StateChanges):
             return
         changed: set[TopicPartition] = set()
         created_ms: list[int] = []
+        paths = [IsrChangeNotificationSequenceZNode.path(child) for child in children]
         try:
-            for child in children:
-                got = await asyncio.to_thread(
-                    self.store.get_or_none, IsrChangeNotificationSequenceZNode.path(child)
-                )
+            for got in (await asyncio.to_thread(self.store.get_many, paths)).values():
                 if got is not None:
                     changed.update(IsrChangeNotificationSequenceZNode.decode(got[0]))
                     created_ms.append(got[1].ctime_ms)
@@ -172,12 +176,7 @@ class ControllerOps(StateChanges):
             )
             self._watch_propagation(children, min(created_ms, default=now_ms()), answers)
         finally:
-            for child in children:
-                await asyncio.to_thread(
-                    self.store.delete_fenced,
-                    ctx.epoch_zk_version,
-                    IsrChangeNotificationSequenceZNode.path(child),
-                )
+            await asyncio.to_thread(self.store.delete_many_fenced, ctx.epoch_zk_version, paths)
 
     def _watch_propagation(
         self, nodes: list[str], created_ms: int, answers: dict[int, asyncio.Future[int]]
@@ -283,10 +282,14 @@ class ControllerOps(StateChanges):
                 ctx.epoch,
             )
 
-        batch = RequestBatch()
+        # The moved leaderships go out before the followers' removal, as in Kafka's
+        # doControlledShutdown (reference §5.8): one batch each.
+        elected = RequestBatch()
         for tp in await self._write_states(led, decide):
             self._announce(tp, "controlled_shutdown")
-            self._send_state(batch, tp)
+            self._send_state(elected, tp)
+        self.channels.send(ctx, elected)
+        batch = RequestBatch()
         for tp in followed:
             batch.add_stop_replica(broker_id, tp, -1, delete=False)
         await self._remove_replicas_from_isr({broker_id}, batch)

@@ -63,12 +63,8 @@ def read_topic(
 
 
 def read_states(store: ZkStore, tps: list[TopicPartition]) -> dict[TopicPartition, LeaderAndIsr]:
-    out = {}
-    for tp in tps:
-        state = store.read_partition_state(tp)
-        if state is not None:
-            out[tp] = state
-    return out
+    """The state znodes of `tps` that exist (one pipelined batch of reads)."""
+    return store.read_partition_states(tps)
 
 
 def _children(store: ZkStore, path: str) -> list[str]:

@@ -8,8 +8,10 @@ kazoo's exceptions are mapped to the ZkError classes below, as kazoo maps server
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, TypeVar
@@ -26,11 +28,15 @@ from minibroker.core.zk_layout import (
     ControllerZNode,
     IsrChangeNotificationSequenceZNode,
     TopicPartitionStateZNode,
+    TopicPartitionsZNode,
     TopicPartitionZNode,
 )
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# Kafka's zookeeper.max.in.flight.requests default (reference §7.1): how many pipelined
+# requests may be unanswered at once.
+MAX_IN_FLIGHT_REQUESTS = 10
 
 
 class ZkError(Exception):
@@ -148,11 +154,17 @@ class ZkStore:
     """A typed ZooKeeper session for one process."""
 
     def __init__(
-        self, connect: str, *, session_timeout_ms: int, connection_timeout_ms: int | None = None
+        self,
+        connect: str,
+        *,
+        session_timeout_ms: int,
+        connection_timeout_ms: int | None = None,
+        max_in_flight_requests: int = MAX_IN_FLIGHT_REQUESTS,
     ) -> None:
         self.connect = connect
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
+        self.max_in_flight_requests = max(1, max_in_flight_requests)
         self._client = KazooClient(
             hosts=connect,
             timeout=session_timeout_ms / 1000.0,
@@ -213,6 +225,44 @@ class ZkStore:
             return self.get(path)
         except ZkNoNode:
             return None
+
+    def _pipelined(self, calls: Iterable[Callable[[], Any]]) -> list[Any]:
+        """Start each async kazoo call, with at most `max_in_flight_requests` unanswered at a
+        time (as Kafka's ZooKeeperClient pipelines its batches), so many requests cost about
+        one round trip each `max_in_flight_requests`. Returns, in order, each call's value or
+        the kazoo exception it failed with."""
+        outcomes: list[Any] = []
+        window: deque[Any] = deque()
+
+        def settle(result: Any) -> None:
+            try:
+                outcomes.append(result.get())
+            except kz_exc.KazooException as exc:
+                outcomes.append(exc)
+
+        for call in calls:
+            if len(window) >= self.max_in_flight_requests:
+                settle(window.popleft())
+            window.append(call())
+        while window:
+            settle(window.popleft())
+        return outcomes
+
+    def get_many(self, paths: Iterable[str]) -> dict[str, tuple[bytes | None, Stat] | None]:
+        """Read many znodes pipelined (see `_pipelined`): thousands of partition states in tens
+        of milliseconds, not one round trip each. A missing znode maps to None; any other
+        failure raises as `get` does."""
+        wanted = list(paths)
+        outcomes = self._pipelined(functools.partial(self._client.get_async, p) for p in wanted)
+        out: dict[str, tuple[bytes | None, Stat] | None] = {}
+        for path, outcome in zip(wanted, outcomes, strict=True):
+            if isinstance(outcome, kz_exc.NoNodeError):
+                out[path] = None
+            elif isinstance(outcome, Exception):
+                raise _mapped(outcome) from outcome
+            else:
+                out[path] = (outcome[0], _stat(outcome[1]))
+        return out
 
     def exists(self, path: str) -> Stat | None:
         stat = _call(self._client.exists, path)
@@ -356,28 +406,62 @@ class ZkStore:
         set the state znode if it is still at `expected_zk_version`. Returns the new zkVersion,
         or None on conflict. A BADVERSION whose stored state already equals `state` counts as
         success (our own write, retried after a connection loss); NONODE is a conflict."""
-        path = TopicPartitionStateZNode.path(tp)
-        data = TopicPartitionStateZNode.encode(state)
-        try:
-            return self.set(path, data, version=expected_zk_version).version
-        except ZkNoNode:
-            return None
-        except ZkBadVersion:
-            got = self.get_or_none(path)
-            if got is None:
-                return None
-            stored = TopicPartitionStateZNode.decode(got[0], got[1].version)
-            same = (stored.leader, stored.leader_epoch, stored.isr, stored.controller_epoch) == (
-                state.leader,
-                state.leader_epoch,
-                state.isr,
-                state.controller_epoch,
+        return self.update_partition_states([(tp, state, expected_zk_version)])[0]
+
+    def update_partition_states(
+        self, writes: Iterable[tuple[TopicPartition, LeaderAndIsr, int]]
+    ) -> list[int | None]:
+        """`update_partition_state` for each (partition, state, expected zkVersion), pipelined;
+        the outcomes in order. Each write stays conditional on its own; a connection loss
+        raises for the whole batch, which the caller may resend as it is (what was applied
+        then reads back as its own write)."""
+        todo = list(writes)
+        paths = [TopicPartitionStateZNode.path(tp) for tp, _state, _expected in todo]
+        outcomes = self._pipelined(
+            functools.partial(
+                self._client.set_async, path, TopicPartitionStateZNode.encode(state), expected
             )
-            return stored.zk_version if same else None
+            for path, (_tp, state, expected) in zip(paths, todo, strict=True)
+        )
+        out: list[int | None] = []
+        conflicts = []
+        for i, outcome in enumerate(outcomes):
+            if isinstance(outcome, kz_exc.BadVersionError):
+                conflicts.append(i)
+            elif isinstance(outcome, Exception) and not isinstance(outcome, kz_exc.NoNodeError):
+                raise _mapped(outcome) from outcome
+            out.append(None if isinstance(outcome, Exception) else int(outcome.version))
+        stored = self.get_many([paths[i] for i in conflicts])
+        for i in conflicts:
+            got = stored[paths[i]]
+            if got is not None:
+                now = TopicPartitionStateZNode.decode(got[0], got[1].version)
+                ours = todo[i][1]
+                same = (now.leader, now.leader_epoch, now.isr, now.controller_epoch) == (
+                    ours.leader,
+                    ours.leader_epoch,
+                    ours.isr,
+                    ours.controller_epoch,
+                )
+                out[i] = now.zk_version if same else None
+        return out
 
     def read_partition_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
         got = self.get_or_none(TopicPartitionStateZNode.path(tp))
         return TopicPartitionStateZNode.decode(got[0], got[1].version) if got else None
+
+    def read_partition_states(
+        self, tps: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, LeaderAndIsr]:
+        """The state znodes of `tps` that exist, read pipelined."""
+        paths = {tp: TopicPartitionStateZNode.path(tp) for tp in tps}
+        got = self.get_many(paths.values())
+        out = {}
+        for tp, path in paths.items():
+            node = got[path]
+            if node is not None:
+                out[tp] = TopicPartitionStateZNode.decode(node[0], node[1].version)
+        return out
 
     def create_isr_change_notification(self, partitions: Iterable[TopicPartition]) -> str:
         """One persistent sequential /isr_change_notification/isr_change_<seq> (reference §3.2)."""
@@ -392,51 +476,103 @@ class ZkStore:
     def _fenced(self, epoch_zk_version: int, add_op: Callable[[Any], None]) -> ZkError | None:
         """Run one multi {check /controller_epoch at our version, <op>}; None on success, the
         op's error otherwise; ControllerMoved if the check failed."""
-        tx = self._client.transaction()
-        tx.check(ControllerEpochZNode.path, epoch_zk_version)
-        add_op(tx)
-        results = _call(tx.commit)
-        if not isinstance(results[0], Exception) or isinstance(results[0], kz_exc.RolledBackError):
-            return _first_failure(results[1:])
-        raise ControllerMoved(f"/controller_epoch is no longer at version {epoch_zk_version}")
+        return self._fenced_many(epoch_zk_version, [add_op])[0]
 
-    def create_partition_state_fenced(
-        self, epoch_zk_version: int, tp: TopicPartition, state: LeaderAndIsr
-    ) -> int | None:
-        """Create a new partition's state znode (§1.5); its zkVersion (0), or None if it
+    def _fenced_many(
+        self, epoch_zk_version: int, add_ops: list[Callable[[Any], None]]
+    ) -> list[ZkError | None]:
+        """One fenced multi per op (as `_fenced`), pipelined. Each multi is checked on its
+        own, as Kafka's batched controller writes are (reference §5.1, §5.5): the per-op
+        outcomes in order; ControllerMoved if any check failed."""
+
+        def start(add_op: Callable[[Any], None]) -> Any:
+            tx = self._client.transaction()
+            tx.check(ControllerEpochZNode.path, epoch_zk_version)
+            add_op(tx)
+            return tx.commit_async()
+
+        errors: list[ZkError | None] = []
+        for outcome in self._pipelined(functools.partial(start, op) for op in add_ops):
+            if isinstance(outcome, Exception):
+                raise _mapped(outcome) from outcome
+            check = outcome[0]
+            if isinstance(check, Exception) and not isinstance(check, kz_exc.RolledBackError):
+                raise ControllerMoved(
+                    f"/controller_epoch is no longer at version {epoch_zk_version}"
+                )
+            errors.append(_first_failure(outcome[1:]))
+        return errors
+
+    def _create_parents(self, paths: list[str]) -> None:
+        """Create each znode (no data) unless it exists, pipelined."""
+        for outcome in self._pipelined(
+            functools.partial(self._client.create_async, p, b"") for p in paths
+        ):
+            if isinstance(outcome, Exception) and not isinstance(outcome, kz_exc.NodeExistsError):
+                raise _mapped(outcome) from outcome
+
+    def create_partition_states_fenced(
+        self, epoch_zk_version: int, states: Mapping[TopicPartition, LeaderAndIsr]
+    ) -> dict[TopicPartition, int | None]:
+        """Create new partitions' state znodes (§1.5), pipelined, as Kafka's
+        createTopicPartitionStatesRaw does: per partition its zkVersion (0), or None if it
         exists already. Parents are created first with no data, as Kafka does."""
-        self.ensure_paths([TopicPartitionZNode.path(tp)])
-        path = TopicPartitionStateZNode.path(tp)
-        data = TopicPartitionStateZNode.encode(state)
-        error = self._fenced(epoch_zk_version, lambda tx: tx.create(path, data))
-        if error is None:
-            return 0
-        if isinstance(error, ZkNodeExists):
-            return None
-        raise error
+        tps = list(states)
+        self.ensure_paths(TopicPartitionsZNode.path(t) for t in sorted({tp.topic for tp in tps}))
+        self._create_parents([TopicPartitionZNode.path(tp) for tp in tps])
 
-    def set_partition_state_fenced(
-        self, epoch_zk_version: int, tp: TopicPartition, state: LeaderAndIsr, expected: int
-    ) -> int | None:
-        """A controller's conditional update of a state znode; the new zkVersion, or None on
-        BADVERSION/NONODE (the caller re-reads and retries, reference §5.5)."""
-        path = TopicPartitionStateZNode.path(tp)
-        data = TopicPartitionStateZNode.encode(state)
-        error = self._fenced(epoch_zk_version, lambda tx: tx.set_data(path, data, version=expected))
-        if error is None:
-            return expected + 1
-        if isinstance(error, ZkBadVersion | ZkNoNode):
-            return None
-        raise error
+        def create(tp: TopicPartition) -> Callable[[Any], None]:
+            path = TopicPartitionStateZNode.path(tp)
+            data = TopicPartitionStateZNode.encode(states[tp])
+            return lambda tx: tx.create(path, data)
+
+        out: dict[TopicPartition, int | None] = {}
+        errors = self._fenced_many(epoch_zk_version, [create(tp) for tp in tps])
+        for tp, error in zip(tps, errors, strict=True):
+            if error is not None and not isinstance(error, ZkNodeExists):
+                raise error
+            out[tp] = 0 if error is None else None
+        return out
+
+    def set_partition_states_fenced(
+        self,
+        epoch_zk_version: int,
+        writes: Iterable[tuple[TopicPartition, LeaderAndIsr, int]],
+    ) -> dict[TopicPartition, int | None]:
+        """The controller's conditional updates of state znodes, each (partition, new state,
+        expected zkVersion), pipelined (Kafka's updateLeaderAndIsr): per partition the new
+        zkVersion, or None on BADVERSION/NONODE (the caller re-reads and retries, §5.5)."""
+        todo = list(writes)
+
+        def set_data(tp: TopicPartition, state: LeaderAndIsr, expected: int) -> Any:
+            path = TopicPartitionStateZNode.path(tp)
+            data = TopicPartitionStateZNode.encode(state)
+            return lambda tx: tx.set_data(path, data, version=expected)
+
+        out: dict[TopicPartition, int | None] = {}
+        errors = self._fenced_many(epoch_zk_version, [set_data(*w) for w in todo])
+        for (tp, _state, expected), error in zip(todo, errors, strict=True):
+            if error is not None and not isinstance(error, ZkBadVersion | ZkNoNode):
+                raise error
+            out[tp] = expected + 1 if error is None else None
+        return out
 
     def delete_fenced(self, epoch_zk_version: int, path: str) -> bool:
         """Delete a znode (any version) under the fence; False if it was already gone."""
-        error = self._fenced(epoch_zk_version, lambda tx: tx.delete(path))
-        if error is None:
-            return True
-        if isinstance(error, ZkNoNode):
-            return False
-        raise error
+        return self.delete_many_fenced(epoch_zk_version, [path])[0]
+
+    def delete_many_fenced(self, epoch_zk_version: int, paths: list[str]) -> list[bool]:
+        """`delete_fenced` for each path, pipelined."""
+
+        def delete(path: str) -> Callable[[Any], None]:
+            return lambda tx: tx.delete(path)
+
+        out = []
+        for error in self._fenced_many(epoch_zk_version, [delete(p) for p in paths]):
+            if error is not None and not isinstance(error, ZkNoNode):
+                raise error
+            out.append(error is None)
+        return out
 
     # ---- watches -----------------------------------------------------------------------------
 

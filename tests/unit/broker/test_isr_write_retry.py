@@ -28,17 +28,20 @@ PROPOSAL = ProposeIsr(
 
 
 class FlakyStore:
-    """Fails the first `failures` ISR writes with a connection loss, then succeeds."""
+    """Fails the first `failures` batches of ISR writes with a connection loss, then succeeds;
+    records each batch's partitions."""
 
     def __init__(self, failures: int) -> None:
         self.failures = failures
         self.calls = 0
+        self.batches: list[list[TopicPartition]] = []
 
-    def update_partition_state(self, tp: TopicPartition, state: Any, expected: int) -> int:
+    def update_partition_states(self, writes: list[tuple[TopicPartition, Any, int]]) -> list[int]:
         self.calls += 1
+        self.batches.append([tp for tp, _state, _expected in writes])
         if self.calls <= self.failures:
             raise ZkConnectionError("connection loss")
-        return expected + 1
+        return [expected + 1 for _tp, _state, expected in writes]
 
 
 async def _write(tmp_path: Path, store: FlakyStore, in_flight: bool) -> int | None:
@@ -66,3 +69,32 @@ def test_no_retry_once_the_proposal_is_no_longer_in_flight(
     store = FlakyStore(failures=1)
     assert asyncio.run(_write(tmp_path, store, in_flight=False)) is None
     assert store.calls == 1
+
+
+def test_proposals_made_while_a_batch_is_written_go_out_together(tmp_path: Path) -> None:
+    store = FlakyStore(failures=0)
+
+    async def run() -> None:
+        rm = ReplicaManager(
+            Settings.load(environ={}), 1, tmp_path, cast(ZkStore, store), BrokerMetrics()
+        )
+        proposals = []
+        for p in range(3):
+            tp = TopicPartition("t", p)
+            hosted = await rm._get_or_create(tp)
+            proposal = ProposeIsr(
+                tp=tp,
+                new_state=PROPOSAL.new_state,
+                expected_zk_version=3,
+                kind="expand",
+                changed=frozenset({3}),
+            )
+            hosted.partition.isr_change_in_flight = proposal
+            proposals.append(proposal)
+        for proposal in proposals:  # one loop turn: all three queue before the first write
+            rm.isr.write_isr_soon(proposal)
+        await asyncio.wait(set(rm.isr._tasks))  # the writer (the periodic tasks never started)
+        assert all(rm.partitions[p.tp].partition.zk_version == 4 for p in proposals)
+
+    asyncio.run(run())
+    assert store.batches == [[TopicPartition("t", p) for p in range(3)]]

@@ -1,0 +1,88 @@
+"""The ZooKeeper store's pipelined batches against a real ZooKeeper: each partition's outcome is
+the one the single-write call would give (created / exists, new zkVersion / BADVERSION), and a
+failed /controller_epoch check anywhere in a batch is ControllerMoved (reference §5.1, §5.5)."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from minibroker import localcluster
+from minibroker.core.types import LeaderAndIsr, TopicPartition
+from minibroker.core.zk_layout import ControllerEpochZNode, TopicPartitionStateZNode
+from minibroker.runtime import zk_server
+from minibroker.runtime.waiting import wait_until
+from minibroker.runtime.zk_store import ControllerMoved, ZkStore
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def zk(tmp_path: Path) -> Iterator[ZkStore]:
+    port = localcluster._free_ports(1)[0]
+    cfg = zk_server.write_config(tmp_path / "zk", port)
+    server = subprocess.Popen(
+        zk_server.command(zk_server.find_zookeeper(), cfg, tmp_path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_until(
+            lambda: "Mode:" in (zk_server.four_letter("127.0.0.1", port) or ""),
+            timeout_s=30,
+            what="ZooKeeper",
+        )
+        store = ZkStore(f"127.0.0.1:{port}", session_timeout_ms=10_000)
+        store.start()
+        store.create(ControllerEpochZNode.path, ControllerEpochZNode.encode(1))
+        try:
+            yield store
+        finally:
+            store.stop()
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def _state(leader: int, epoch: int = 0) -> LeaderAndIsr:
+    return LeaderAndIsr(leader=leader, leader_epoch=epoch, isr=(leader, 2), controller_epoch=1)
+
+
+TPS = [TopicPartition("t", p) for p in range(25)]  # more than one window of requests
+
+
+def test_creates_reads_and_conditional_sets_in_batches(zk: ZkStore) -> None:
+    created = zk.create_partition_states_fenced(0, {tp: _state(1) for tp in TPS})
+    assert created == {tp: 0 for tp in TPS}
+    again = zk.create_partition_states_fenced(
+        0, {TPS[0]: _state(3), TopicPartition("t", 99): _state(3)}
+    )
+    assert again == {TPS[0]: None, TopicPartition("t", 99): 0}  # the existing one is kept
+    states = zk.read_partition_states([*TPS, TopicPartition("u", 0)])
+    assert set(states) == set(TPS) and states[TPS[0]].leader == 1
+    writes = [(tp, _state(2, 1), 0 if tp.partition % 2 == 0 else 7) for tp in TPS]
+    versions = zk.set_partition_states_fenced(0, writes)
+    assert versions == {tp: 1 if tp.partition % 2 == 0 else None for tp in TPS}
+    after = zk.read_partition_states(TPS)
+    assert [after[tp].leader for tp in TPS] == [2 if p % 2 == 0 else 1 for p in range(len(TPS))]
+    got = zk.get_many([TopicPartitionStateZNode.path(TPS[0]), "/nowhere"])
+    assert got["/nowhere"] is None and got[TopicPartitionStateZNode.path(TPS[0])] is not None
+
+
+def test_a_moved_controller_epoch_fails_the_batch(zk: ZkStore) -> None:
+    zk.create_partition_states_fenced(0, {tp: _state(1) for tp in TPS[:3]})
+    zk.set(ControllerEpochZNode.path, ControllerEpochZNode.encode(2))  # another controller won
+    with pytest.raises(ControllerMoved):
+        zk.set_partition_states_fenced(0, [(tp, _state(2, 1), 0) for tp in TPS[:3]])
+    assert all(s.leader == 1 for s in zk.read_partition_states(TPS[:3]).values())
+    with pytest.raises(ControllerMoved):
+        zk.create_partition_states_fenced(0, {TopicPartition("t", 50): _state(1)})
+
+
+def test_deletes_in_a_batch_report_what_was_there(zk: ZkStore) -> None:
+    zk.ensure_paths(["/n/a", "/n/b"])
+    assert zk.delete_many_fenced(0, ["/n/a", "/n/missing", "/n/b"]) == [True, False, True]
+    assert zk.children("/n") == []
