@@ -268,10 +268,11 @@ async def pre_built(
             SYSTEM, mode, record_bytes, records_per_batch, messages, elapsed,
             *percentiles(latencies), load="peak", cpu_s=cpu_s, fetches_per_request=per_request,
         )  # fmt: skip
+        meter.start()
         messages, latencies, elapsed = await _open_loop(targets, seconds, messages / elapsed / 2)
         half = Result(
             SYSTEM, mode, record_bytes, records_per_batch, messages, elapsed,
-            *percentiles(latencies), load="half",
+            *percentiles(latencies), load="half", cpu_s=meter.stop(),
         )  # fmt: skip
     finally:
         for channel in channels.values():

@@ -224,7 +224,9 @@ def judge(mb: list[Result], nats: list[Result], sections: Sequence[Section]) -> 
             report.Goal(
                 "next to NATS JetStream R3",
                 "printed, whatever it is",
-                _fmt_list([f"{q.label}: {q.value:.2f}×" for q in ratios]),
+                _fmt_list(
+                    [f"{q.label.replace(' acks=all ÷ NATS', ' ÷')}: {q.value:.2f}×" for q in ratios]
+                ),
                 True,
             )
         )
