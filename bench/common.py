@@ -4,9 +4,8 @@ free loopback ports and child processes that never outlive the benchmark.
 
 from __future__ import annotations
 
-import ctypes
 import os
-import signal
+import shutil
 import statistics
 import subprocess
 from collections.abc import Iterable
@@ -150,22 +149,15 @@ def free_ports(count: int) -> list[int]:
     return localcluster._free_ports(count)
 
 
-def _die_with_parent() -> None:
-    # Linux's PR_SET_PDEATHSIG: the child gets SIGTERM if the benchmark is killed outright, so
-    # not even a SIGKILL of the benchmark leaves servers behind.
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
 def spawn(args: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
-    """Start a child that dies with this process (Linux) and ignores the terminal's Ctrl-C, so
-    that the benchmark's own clean-up, not a race with it, stops the child."""
-
-    def preexec() -> None:
-        os.setpgrp()
-        _die_with_parent()
-
-    return subprocess.Popen(args, preexec_fn=preexec, **kwargs)  # type: ignore[call-overload, no-any-return]
+    """Start a child in its own process group (the terminal's Ctrl-C reaches the benchmark
+    only, whose clean-up then stops the child) that gets SIGTERM if the benchmark dies outright
+    (Linux's parent-death signal, set by util-linux's `setpriv`, which then execs the program:
+    same PID). No `preexec_fn`: Python code between fork and exec can hang in a child forked
+    while gRPC's threads run, as a NATS server start once did after the minibroker cases."""
+    setpriv = shutil.which("setpriv")
+    command = [setpriv, "--pdeathsig", "TERM", "--", *args] if setpriv else args
+    return subprocess.Popen(command, process_group=0, **kwargs)  # type: ignore[call-overload, no-any-return]
 
 
 def stop(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
