@@ -146,11 +146,11 @@ class Goal:
     name: str
     target: str
     measured: str
-    met: bool | None  # None: not measured in this run
+    met: bool | None  # None: no bound, only reported
 
     @property
     def verdict(self) -> str:
-        return {True: "met", False: "**missed**", None: "not measured"}[self.met]
+        return {True: "met", False: "**missed**", None: "reported"}[self.met]
 
 
 def goals_table(goals: Sequence[Goal]) -> str:
