@@ -151,15 +151,19 @@ def judge(mb: list[Result], nats: list[Result], sections: Sequence[Section]) -> 
                 best.records_per_s >= 100_000,
             )
         )
-    half = [r for r in mb if r.mode == "pre-built acks=all" and r.load == "half"]
+    half = [r for r in mb if r.mode.endswith("acks=all") and r.load == "half"]
     if half:
+
+        def case(r: Result) -> str:
+            kind = r.mode.removesuffix(" acks=all")
+            batch = f"×{r.records_per_message}" if r.records_per_message > 1 else ""
+            return f"{kind} {r.record_bytes} B{batch}: {r.p99_ms:.1f} ms"
+
         goals.append(
             report.Goal(
-                "acks=all p99 at half of peak (pre-built)",
+                "acks=all p99 at half of peak (every half-load row)",
                 f"≤ {P99_BOUND_MS:g} ms",
-                _fmt_list(
-                    [f"{r.record_bytes} B×{r.records_per_message}: {r.p99_ms:.1f} ms" for r in half]
-                ),
+                _fmt_list([case(r) for r in half]),
                 all(r.p99_ms is not None and r.p99_ms <= P99_BOUND_MS for r in half),
             )
         )
@@ -228,7 +232,7 @@ def judge(mb: list[Result], nats: list[Result], sections: Sequence[Section]) -> 
                 _fmt_list(
                     [f"{q.label.replace(' acks=all ÷ NATS', ' ÷')}: {q.value:.2f}×" for q in ratios]
                 ),
-                True,
+                None,
             )
         )
     return goals
