@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common import Section, md_table
+from bench.common import Section, cpu_seconds, md_table, rss_mb
 from minibroker import localcluster
 from minibroker.client import admin_zk
 from minibroker.client.admin import BrokerDescription, BrokerUnreachable, describe_broker
@@ -45,7 +45,6 @@ REPLICATION_FACTOR = 3
 BROKERS = 3
 SETTLE_S = 5.0  # after start-up, before sampling idle CPU: the last ISR and HW work ends
 IDLE_WINDOW_S = 15.0
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 SEED = 9  # the replica assignment's two random draws
 
 
@@ -55,20 +54,6 @@ def _budget_s(partitions: int) -> float:
 
 
 # ---- process figures from /proc -------------------------------------------------------------
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process so far, in seconds (/proc/<pid>/stat fields 14 and 15)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def rss_mb(pid: int) -> float:
-    """Resident set size in MB (VmRSS of /proc/<pid>/status)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def idle_cpu_pct(pids: dict[str, int], window_s: float) -> dict[str, float]:
