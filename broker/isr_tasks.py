@@ -113,10 +113,6 @@ class IsrTasks:
         hosted = self.rm.partitions.get(proposal.tp)
         return hosted is not None and hosted.partition.isr_change_in_flight is proposal
 
-    async def _conditional_write(self, proposal: ProposeIsr) -> int | None:
-        """One proposal's write, as `_conditional_writes` does it."""
-        return (await self._conditional_writes([proposal]))[0]
-
     async def _conditional_writes(self, batch: list[ProposeIsr]) -> list[int | None]:
         """The ISR writes, resent while ZooKeeper cannot answer (Kafka's ZooKeeper client
         retries until connected): a write lost with its connection may have been applied,

@@ -112,13 +112,14 @@ def _encode_varint(value: int) -> bytes:
     return bytes(out)
 
 
-_SMALL_VARINTS = tuple(_encode_varint(v) for v in range(1 << 14))
+_SMALL_VARINT_LIMIT = 1 << 14  # the table of ready-made encodings covers 0 .. 16383
+_SMALL_VARINTS = tuple(_encode_varint(v) for v in range(_SMALL_VARINT_LIMIT))
 _NULL = _encode_varint(-1)
 
 
 def _varint(value: int) -> bytes:
-    """The zigzag varint of `value` as bytes (a table lookup for 0 <= value < 16384)."""
-    if 0 <= value < 16384:
+    """The zigzag varint of `value` as bytes (a table lookup for small non-negative values)."""
+    if 0 <= value < _SMALL_VARINT_LIMIT:
         return _SMALL_VARINTS[value]
     return _encode_varint(value)
 

@@ -107,6 +107,7 @@ def zk_store_for(settings: Settings) -> ZkStore:
         settings.get_str("zookeeper.connect"),
         session_timeout_ms=settings.get_int("zookeeper.session.timeout.ms"),
         connection_timeout_ms=settings.zk_connection_timeout_ms,
+        max_in_flight_requests=settings.get_int("zookeeper.max.in.flight.requests"),
     )
 
 

@@ -54,7 +54,7 @@ PROPERTIES: tuple[Property, ...] = (
     _P("zookeeper.connect", str, DEFAULT_ZK_CONNECT, "ZooKeeper connect string"),
     _P("zookeeper.session.timeout.ms", int, 18000, "ZooKeeper session timeout"),
     _P("zookeeper.connection.timeout.ms", int, 0, "wait for a connection; 0 = session timeout"),
-    _P("zookeeper.max.in.flight.requests", int, 10, ""),
+    _P("zookeeper.max.in.flight.requests", int, 10, "pipelined ZooKeeper requests unanswered"),
     _P("replica.lag.time.max.ms", int, 30000, "follower lag before it leaves the ISR"),
     _P("replica.fetch.wait.max.ms", int, 500, "follower fetch max wait"),
     _P("replica.fetch.min.bytes", int, 1, ""),

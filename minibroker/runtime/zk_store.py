@@ -399,22 +399,14 @@ class ZkStore:
             return None
         raise failure
 
-    def update_partition_state(
-        self, tp: TopicPartition, state: LeaderAndIsr, expected_zk_version: int
-    ) -> int | None:
-        """A leader's conditional ISR write (reference §2.7, ReplicationUtils.updateLeaderAndIsr):
-        set the state znode if it is still at `expected_zk_version`. Returns the new zkVersion,
-        or None on conflict. A BADVERSION whose stored state already equals `state` counts as
-        success (our own write, retried after a connection loss); NONODE is a conflict."""
-        return self.update_partition_states([(tp, state, expected_zk_version)])[0]
-
     def update_partition_states(
         self, writes: Iterable[tuple[TopicPartition, LeaderAndIsr, int]]
     ) -> list[int | None]:
-        """`update_partition_state` for each (partition, state, expected zkVersion), pipelined;
-        the outcomes in order. Each write stays conditional on its own; a connection loss
-        raises for the whole batch, which the caller may resend as it is (what was applied
-        then reads back as its own write)."""
+        """Leaders' conditional ISR writes (reference §2.7, ReplicationUtils.updateLeaderAndIsr),
+        each (partition, state, expected zkVersion), pipelined: per write, in order, the new
+        zkVersion, or None on conflict (NONODE, or BADVERSION with other content stored). A
+        BADVERSION whose stored state equals ours counts as success: our own write, resent
+        after a connection loss, which raises for the whole batch (resend it as it is)."""
         todo = list(writes)
         paths = [TopicPartitionStateZNode.path(tp) for tp, _state, _expected in todo]
         outcomes = self._pipelined(
@@ -473,15 +465,11 @@ class ZkStore:
 
     # ---- the controller's fenced writes (reference §1.1, §5.1) -------------------------------
 
-    def _fenced(self, epoch_zk_version: int, add_op: Callable[[Any], None]) -> ZkError | None:
-        """Run one multi {check /controller_epoch at our version, <op>}; None on success, the
-        op's error otherwise; ControllerMoved if the check failed."""
-        return self._fenced_many(epoch_zk_version, [add_op])[0]
-
     def _fenced_many(
         self, epoch_zk_version: int, add_ops: list[Callable[[Any], None]]
     ) -> list[ZkError | None]:
-        """One fenced multi per op (as `_fenced`), pipelined. Each multi is checked on its
+        """For each op one multi {check /controller_epoch at our version, <op>}, pipelined:
+        None where it succeeded, the op's error otherwise. Each multi is checked on its
         own, as Kafka's batched controller writes are (reference §5.1, §5.5): the per-op
         outcomes in order; ControllerMoved if any check failed."""
 

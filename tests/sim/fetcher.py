@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 # RETRY_LATER: the real follower's rule (back off and retry; other errors drop the partition
 # until the next LeaderAndIsr).
-from broker.fetcher import RETRY_LATER
+from broker.fetcher import RETRY_LATER, backoff_ms_for
 from broker.replication.truncation import (
     decide_from_epoch_answer,
     decide_out_of_range,
@@ -77,8 +77,9 @@ class Fetcher:
         else:
             self._fetch(tp, st, hosted)
 
-    def _backoff(self, tp: TopicPartition, st: FetchState) -> None:
-        self.b.later(self.b.cfg.fetch_backoff_ms, self._next, tp, st)
+    def _backoff(self, tp: TopicPartition, st: FetchState, error: ErrorCode | None = None) -> None:
+        delay_ms = backoff_ms_for(error, self.b.cfg.fetch_backoff_ms)
+        self.b.later(delay_ms, self._next, tp, st)
 
     def _fail(self, tp: TopicPartition, st: FetchState) -> None:
         if self.states.get(tp) is st:
@@ -106,7 +107,7 @@ class Fetcher:
         if hosted is None:
             return
         if r is None or r.error in RETRY_LATER:
-            self._backoff(tp, st)
+            self._backoff(tp, st, None if r is None else r.error)
             return
         if r.error is not ErrorCode.NONE:
             self._fail(tp, st)  # FENCED_LEADER_EPOCH: wait for the next LeaderAndIsr
@@ -159,7 +160,7 @@ class Fetcher:
         if hosted is None or st.fetch_offset != asked:
             return
         if r is None or r.error in RETRY_LATER:
-            self._backoff(tp, st)
+            self._backoff(tp, st, None if r is None else r.error)
         elif r.error is ErrorCode.OFFSET_OUT_OF_RANGE:
             self._out_of_range(tp, st)
         elif r.error is not ErrorCode.NONE:

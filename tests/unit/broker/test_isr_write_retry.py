@@ -50,7 +50,7 @@ async def _write(tmp_path: Path, store: FlakyStore, in_flight: bool) -> int | No
     )
     hosted = await rm._get_or_create(TP)
     hosted.partition.isr_change_in_flight = PROPOSAL if in_flight else None
-    return await rm.isr._conditional_write(PROPOSAL)
+    return (await rm.isr._conditional_writes([PROPOSAL]))[0]
 
 
 def test_a_connection_loss_is_retried_until_the_write_is_answered(

@@ -21,6 +21,7 @@ from minibroker.core.records import (
     Record,
     RecordError,
     _read_varint,
+    _varint,
     _write_varint,
     build_batch,
     decode_batch,
@@ -202,6 +203,13 @@ def test_varints_are_zigzag_encoded_as_in_kafkas_byte_utils(value: int, encoded:
     _write_varint(out, value)
     assert out.hex() == encoded
     assert _read_varint(bytes(out), 0) == (value, len(out))
+
+
+@pytest.mark.parametrize("value", [0, 1, 63, 64, 8191, 8192, 16383, 16384, -1, -65, 2**40])
+def test_the_varint_table_encodes_as_the_byte_by_byte_writer(value: int) -> None:
+    out = bytearray()
+    _write_varint(out, value)
+    assert _varint(value) == bytes(out)
 
 
 @pytest.mark.parametrize("delta", EDGE_VALUES)
