@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 from broker.log.layout import open_log
-from minibroker.core.records import NewRecord, build_batch, validate_and_stamp
+from minibroker.core.batch_validation import validate_and_stamp
+from minibroker.core.records import NewRecord, build_batch
 from minibroker.core.types import TopicPartition
 
 

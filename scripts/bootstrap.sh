@@ -16,11 +16,11 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 
-# Reinstall when pyproject.toml changed or the install is broken.
+# Reinstall when pyproject.toml or the C extension's source changed, or the install is broken.
 stamp=.venv/.minibroker-installed
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+want=$(cat pyproject.toml minibroker/core/*.c | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] \
-   || ! .venv/bin/python -c 'import minibroker, grpc, kazoo, pytest' 2>/dev/null; then
+   || ! .venv/bin/python -c 'import minibroker.core._record_walk, grpc, kazoo, pytest' 2>/dev/null; then
   echo "bootstrap: installing minibroker and its dependencies into .venv (first time: ~1 min)"
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
   .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"

@@ -16,7 +16,7 @@ from broker.log.checkpoints import LEADER_EPOCH_CHECKPOINT, format_epochs, parse
 from broker.log.index import ENTRY_SIZE, INT32_MAX, OffsetIndex
 from broker.log.store import SegmentStore
 from broker.replication.leader_epoch import EpochEntry, LeaderEpochCache
-from minibroker.core import records
+from minibroker.core import batch_validation, records
 from minibroker.core.errors import ErrorCode
 from minibroker.core.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, RecordError
 
@@ -224,7 +224,7 @@ class Log:
     def append_as_leader(self, data: bytes, leader_epoch: int) -> AppendInfo:
         """Validate the producer's batches, give them offsets from the LEO and the leader's
         epoch, and append them. RecordError leaves the log unchanged."""
-        stamped = records.validate_and_stamp(
+        stamped = batch_validation.validate_and_stamp(
             data,
             next_offset=self.log_end_offset,
             partition_leader_epoch=leader_epoch,
@@ -235,7 +235,7 @@ class Log:
     def append_as_follower(self, data: bytes) -> AppendInfo:
         """Append batches fetched from the leader with their offsets as given; they must start
         at the LEO and be contiguous. RecordError leaves the log unchanged."""
-        headers = records.validate(data, max_batch_bytes=self._max_batch_bytes)
+        headers = batch_validation.validate_from_leader(data, max_batch_bytes=self._max_batch_bytes)
         expected = self.log_end_offset
         for h in headers:
             if h.base_offset != expected:

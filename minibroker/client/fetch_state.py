@@ -78,8 +78,10 @@ def records_from(data: bytes, fetch_offset: int) -> tuple[list[Record], int | No
     (None when no batch ends past `fetch_offset`).
 
     The first batch may start before `fetch_offset`; batches that end before it are skipped
-    without decoding. CRCs are checked, as Kafka's consumer does by default; a bad batch after
-    good ones is left for the next fetch, which then starts with it and raises RecordError.
+    without decoding. CRCs and record framing are checked, as Kafka's consumer does by default.
+    A damaged batch never costs the good ones before it, nor is it skipped: the records before
+    it are returned and the position stops at it, so the next fetch starts with it and raises
+    RecordError naming its offset (Kafka's consumer: "seek past the record to continue").
     """
     headers: list[BatchHeader] = []
     try:
@@ -91,7 +93,12 @@ def records_from(data: bytes, fetch_offset: int) -> tuple[list[Record], int | No
             raise
     out: list[Record] = []
     for h in headers:
-        records = decode_batch(data, h)
+        try:
+            records = decode_batch(data, h)
+        except RecordError:
+            if not out:
+                raise
+            return out, h.base_offset
         if h.base_offset < fetch_offset:
             records = [r for r in records if r.offset >= fetch_offset]
         out.extend(records)

@@ -1,4 +1,4 @@
-"""Kafka's v2 RecordBatch format (magic 2): build, validate-and-stamp, iterate, decode.
+"""Kafka's v2 RecordBatch format (magic 2): build, iterate headers, decode; pure.
 
 Layout of a batch (big-endian), 61 header bytes then the records:
 
@@ -8,8 +8,8 @@ Layout of a batch (big-endian), 61 header bytes then the records:
     53 baseSequence int32 | 57 recordCount int32 | 61 records...
 
 baseOffset and partitionLeaderEpoch sit before the CRC'd range, so the broker stamps them
-without recomputing the CRC — exactly what Kafka's leader does. The broker only ever looks at
-headers (`iter_batches`); records are decoded by clients.
+without recomputing the CRC — exactly what Kafka's leader does. What a broker checks before an
+append is in batch_validation.py; records are decoded by clients.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
+from minibroker.core.compression import CompressionError, check_codec, decompress
 from minibroker.core.errors import ErrorCode
+from minibroker.core.record_walk import check_records
 
 MAGIC = 2
 HEADER_SIZE = 61
@@ -35,8 +37,6 @@ TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
-_STAMP = struct.Struct(">q")
-_EPOCH = struct.Struct(">i")
 assert _HEADER.size == HEADER_SIZE
 
 
@@ -277,78 +277,33 @@ def valid_prefix(buf: bytes | memoryview) -> tuple[int, list[BatchHeader]]:
     return length, good
 
 
-# ---- validate and stamp (the leader's append) -------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StampedBatches:
-    data: bytes
-    batches: tuple[BatchHeader, ...]
-
-    @property
-    def first_offset(self) -> int:
-        return self.batches[0].base_offset
-
-    @property
-    def last_offset(self) -> int:
-        return self.batches[-1].last_offset
-
-
-def validate(data: bytes, *, max_batch_bytes: int) -> list[BatchHeader]:
-    """Check every batch's framing, magic, CRC and size; the headers, or RecordError."""
-    if not data:
-        raise RecordError(ErrorCode.CORRUPT_MESSAGE, "no record batches in the request")
-    headers = list(iter_batches(data, verify_crc=True))
-    for h in headers:
-        if h.size > max_batch_bytes:
-            raise RecordError(
-                ErrorCode.MESSAGE_TOO_LARGE,
-                f"batch of {h.size} bytes exceeds message.max.bytes={max_batch_bytes}",
-            )
-        if h.record_count != h.last_offset_delta + 1 or h.record_count <= 0:
-            raise RecordError(
-                ErrorCode.INVALID_RECORD,
-                f"batch at byte {h.position} has {h.record_count} records but last offset "
-                f"delta {h.last_offset_delta}",
-            )
-    return headers
-
-
-def validate_and_stamp(
-    data: bytes, *, next_offset: int, partition_leader_epoch: int, max_batch_bytes: int
-) -> StampedBatches:
-    """The leader's append: validate, then give the batches consecutive offsets from
-    `next_offset` and the leader's epoch. Only bytes outside the CRC'd range change."""
-    headers = validate(data, max_batch_bytes=max_batch_bytes)
-    out = bytearray(data)
-    stamped = []
-    offset = next_offset
-    for h in headers:
-        _STAMP.pack_into(out, h.position, offset)
-        _EPOCH.pack_into(out, h.position + 12, partition_leader_epoch)
-        stamped.append(read_header(out, h.position))
-        offset += h.last_offset_delta + 1
-    return StampedBatches(bytes(out), tuple(stamped))
-
-
 # ---- decoding records (clients, tests) --------------------------------------------------------
 
 
 def decode_batch(buf: bytes | memoryview, header: BatchHeader) -> list[Record]:
-    """The records of one uncompressed batch."""
-    if header.compression != 0:
+    """The records of one batch, decompressed if need be; RecordError (CORRUPT_MESSAGE) if its
+    body is not exactly its record count of well-formed records (record_walk.py's rules)."""
+    body: bytes | memoryview = memoryview(buf)[
+        header.position + HEADER_SIZE : header.position + header.size
+    ]
+    try:
+        check_codec(header.compression)
+        if header.compression:
+            body = decompress(header.compression, body)
+    except CompressionError as exc:
+        raise RecordError(exc.code, f"batch at offset {header.base_offset}: {exc}") from None
+    failure = check_records(body, header.record_count)
+    if failure is not None:
         raise RecordError(
-            ErrorCode.UNSUPPORTED_VERSION,
-            f"compression codec {header.compression} is not supported by this decoder",
+            ErrorCode.CORRUPT_MESSAGE,
+            f"batch at offset {header.base_offset}, record {failure[0]}: {failure[1]}",
         )
-    view = memoryview(buf)[header.position : header.position + header.size]
-    pos = HEADER_SIZE
+    view = memoryview(body)
+    pos = 0
     out = []
+    # The walk above proved every length, so this loop needs no checks of its own.
     for _ in range(header.record_count):
         length, pos = _read_varint(view, pos)
-        end = pos + length
-        if length < 0 or end > len(view):
-            raise RecordError(ErrorCode.CORRUPT_MESSAGE, "record runs past its batch")
         pos += 1  # record attributes
         ts_delta, pos = _read_varint(view, pos)
         off_delta, pos = _read_varint(view, pos)
@@ -359,11 +314,7 @@ def decode_batch(buf: bytes | memoryview, header: BatchHeader) -> list[Record]:
         for _ in range(n_headers):
             hkey, pos = _read_bytes(view, pos)
             hval, pos = _read_bytes(view, pos)
-            if hkey is None:
-                raise RecordError(ErrorCode.CORRUPT_MESSAGE, "a record header has a null key")
-            headers.append((hkey.decode("utf-8", errors="replace"), hval))
-        if pos != end:
-            raise RecordError(ErrorCode.CORRUPT_MESSAGE, "record length does not match fields")
+            headers.append(((hkey or b"").decode("utf-8", errors="replace"), hval))
         out.append(
             Record(
                 header.base_offset + off_delta,
@@ -373,8 +324,6 @@ def decode_batch(buf: bytes | memoryview, header: BatchHeader) -> list[Record]:
                 tuple(headers),
             )
         )
-    if pos != len(view):
-        raise RecordError(ErrorCode.CORRUPT_MESSAGE, "bytes after the batch's last record")
     return out
 
 

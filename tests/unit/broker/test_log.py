@@ -71,16 +71,30 @@ def test_append_as_leader_assigns_consecutive_offsets_and_stamps_the_epoch(
 ) -> None:
     log = Log(store)
     first = log.append_as_leader(batch(b"a", b"b"), leader_epoch=3)
-    second = log.append_as_leader(batch(b"c") + batch(b"d", b"e", b"f"), leader_epoch=3)
+    log.append_as_leader(batch(b"c"), leader_epoch=3)
+    third = log.append_as_leader(batch(b"d", b"e", b"f"), leader_epoch=3)
     assert (first.first_offset, first.last_offset, first.batch_count) == (0, 1, 1)
-    assert (second.first_offset, second.last_offset, second.batch_count) == (2, 5, 2)
+    assert (third.first_offset, third.last_offset, third.batch_count) == (3, 5, 1)
     assert log.log_end_offset == 6
     data = log.read(0, 1 << 20)
     headers = list(records.iter_batches(data, verify_crc=True))
     assert [h.base_offset for h in headers] == [0, 2, 3]
     assert {h.partition_leader_epoch for h in headers} == {3}
     assert offsets(data) == [0, 1, 2, 3, 4, 5]
-    assert second.size_bytes == len(data) - first.size_bytes
+    assert third.size_bytes == len(batch(b"d", b"e", b"f"))
+
+
+def test_a_client_append_of_two_batches_is_refused_and_changes_nothing(
+    store: SegmentStore,
+) -> None:
+    """Kafka takes one batch per partition from a client (LogValidator)."""
+    log = Log(store)
+    log.append_as_leader(batch(b"a"), leader_epoch=0)
+    with pytest.raises(records.RecordError) as exc:
+        log.append_as_leader(batch(b"b") + batch(b"c"), leader_epoch=0)
+    assert exc.value.code is ErrorCode.INVALID_RECORD
+    assert log.log_end_offset == 1
+    assert offsets(log.read(0, 1 << 20)) == [0]
 
 
 def test_append_as_follower_keeps_the_leaders_offsets(store: SegmentStore) -> None:

@@ -15,7 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from broker.log.log import Log, OffsetOutOfRange
 from broker.log.store import MemorySegmentStore
 from broker.replication.leader_epoch import EpochEntry
-from minibroker.core import records
+from minibroker.core import batch_validation, records
 from minibroker.core.records import NewRecord
 
 SEGMENT_BYTES = 300
@@ -58,7 +58,7 @@ class LogMachine(RuleBasedStateMachine):
         self.epoch += new_epoch
         data = records.build_batch([NewRecord(b"k", v) for v in values], base_timestamp=1000)
         info = self.log.append_as_leader(data, leader_epoch=self.epoch)
-        stamped = records.validate_and_stamp(
+        stamped = batch_validation.validate_and_stamp(
             data,
             next_offset=self.next_offset,
             partition_leader_epoch=self.epoch,

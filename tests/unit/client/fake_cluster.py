@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from minibroker.client.channels import ChannelPool, RpcFailure
+from minibroker.core.batch_validation import validate_and_stamp
 from minibroker.core.errors import ErrorCode
-from minibroker.core.records import RecordError, validate_and_stamp
+from minibroker.core.records import RecordError
 from minibroker.core.types import TopicPartition
 from minibroker.rpc import broker_pb2
 from minibroker.runtime.wire import error_to_wire

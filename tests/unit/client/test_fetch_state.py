@@ -64,6 +64,21 @@ def test_a_corrupt_batch_after_good_ones_waits_for_the_next_fetch() -> None:
     assert info.value.code is ErrorCode.CORRUPT_MESSAGE
 
 
+def test_a_batch_whose_crc_is_right_but_whose_records_lie_costs_nothing_before_it() -> None:
+    """A log damaged before brokers walked records (issue 15): the batch at offset 3 claims one
+    record and holds two. Offsets 0-2 still read; the reader stops at 3 and says so there."""
+    from tests.hostile import batches as hb
+
+    liar = bytearray(hb.batch(hb.records(2), record_count=1))
+    liar[:8] = (3).to_bytes(8, "big")  # base offset, outside the CRC
+    data = batch(0, b"a", b"b", b"c") + bytes(liar) + batch(4, b"e")
+    records, nxt = records_from(data, 0)
+    assert [r.offset for r in records] == [0, 1, 2] and nxt == 3
+    with pytest.raises(RecordError, match="batch at offset 3") as info:
+        records_from(data[len(batch(0, b"a", b"b", b"c")) :], 3)
+    assert info.value.code is ErrorCode.CORRUPT_MESSAGE
+
+
 def subs(*tps: TopicPartition) -> SubscriptionState:
     s = SubscriptionState("earliest")
     s.assign(tps)

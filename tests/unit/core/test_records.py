@@ -13,6 +13,12 @@ from crc32c import crc32c
 from hypothesis import given
 from hypothesis import strategies as st
 
+from minibroker.core.batch_validation import (
+    StampedBatches,
+    validate_and_stamp,
+    validate_from_leader,
+)
+from minibroker.core.batch_validation import stamp as stamp_batches
 from minibroker.core.errors import ErrorCode
 from minibroker.core.records import (
     HEADER_SIZE,
@@ -28,8 +34,6 @@ from minibroker.core.records import (
     decode_records,
     iter_batches,
     valid_prefix,
-    validate,
-    validate_and_stamp,
 )
 
 INT64_MIN = -(2**63)
@@ -264,13 +268,13 @@ def test_decoded_records_carry_offsets_from_the_base_offset() -> None:
     ]
 
 
-def test_decoding_a_compressed_batch_is_refused_as_unsupported() -> None:
-    batch = with_field(build_batch([NewRecord(b"k", b"v")], base_timestamp=0), ">h", 21, 1)
+def test_decoding_a_batch_with_an_unknown_codec_is_corrupt() -> None:
+    batch = with_field(build_batch([NewRecord(b"k", b"v")], base_timestamp=0), ">h", 21, 6)
     (h,) = iter_batches(batch, verify_crc=True)
-    assert h.compression == 1
+    assert h.compression == 6
     with pytest.raises(RecordError) as exc:
         decode_batch(batch, h)
-    assert code_of(exc) == ErrorCode.UNSUPPORTED_VERSION
+    assert code_of(exc) == ErrorCode.CORRUPT_MESSAGE
 
 
 def test_a_record_length_that_disagrees_with_its_fields_is_corrupt() -> None:
@@ -287,6 +291,12 @@ def test_a_record_length_that_disagrees_with_its_fields_is_corrupt() -> None:
 # ---- validate_and_stamp (the leader's append) --------------------------------------------------
 
 
+def stamp_all(data: bytes, *, next_offset: int, epoch: int) -> StampedBatches:
+    """Several batches stamped in a row (as a follower's validation would pass them)."""
+    headers = validate_from_leader(data, max_batch_bytes=BIG)
+    return stamp_batches(data, headers, next_offset=next_offset, epoch=epoch)
+
+
 def three_batches() -> list[bytes]:
     return [
         build_batch([NewRecord(b"a", b"1"), NewRecord(b"b", b"2")], base_timestamp=10),
@@ -297,9 +307,7 @@ def three_batches() -> list[bytes]:
 
 def test_stamping_gives_concatenated_batches_consecutive_offsets_from_next_offset() -> None:
     data = b"".join(three_batches())
-    stamped = validate_and_stamp(
-        data, next_offset=500, partition_leader_epoch=3, max_batch_bytes=BIG
-    )
+    stamped = stamp_all(data, next_offset=500, epoch=3)
     assert [(h.base_offset, h.last_offset) for h in stamped.batches] == [
         (500, 501),
         (502, 502),
@@ -312,7 +320,7 @@ def test_stamping_gives_concatenated_batches_consecutive_offsets_from_next_offse
 
 def test_stamping_writes_the_leader_epoch_into_every_batch() -> None:
     data = b"".join(three_batches())
-    stamped = validate_and_stamp(data, next_offset=0, partition_leader_epoch=9, max_batch_bytes=BIG)
+    stamped = stamp_all(data, next_offset=0, epoch=9)
     assert [h.partition_leader_epoch for h in stamped.batches] == [9, 9, 9]
     assert [int_at(">i", stamped.data, h.position + 12) for h in stamped.batches] == [9, 9, 9]
 
@@ -320,9 +328,7 @@ def test_stamping_writes_the_leader_epoch_into_every_batch() -> None:
 def test_stamping_changes_only_base_offset_and_leader_epoch_and_the_crc_stays_valid() -> None:
     batches = three_batches()
     data = b"".join(batches)
-    stamped = validate_and_stamp(
-        data, next_offset=2**40 + 3, partition_leader_epoch=2**31 - 1, max_batch_bytes=BIG
-    )
+    stamped = stamp_all(data, next_offset=2**40 + 3, epoch=2**31 - 1)
     assert len(stamped.data) == len(data)
     stamped_ranges = set()
     for h in stamped.batches:
@@ -336,9 +342,9 @@ def test_stamping_changes_only_base_offset_and_leader_epoch_and_the_crc_stays_va
     assert list(iter_batches(stamped.data, verify_crc=True)) == list(stamped.batches)
 
 
-def test_validate_returns_the_headers_of_every_batch() -> None:
+def test_a_followers_validation_returns_the_headers_of_every_batch() -> None:
     batches = three_batches()
-    headers = validate(b"".join(batches), max_batch_bytes=BIG)
+    headers = validate_from_leader(b"".join(batches), max_batch_bytes=BIG)
     assert [h.position for h in headers] == [0, len(batches[0]), len(batches[0]) + len(batches[1])]
     assert [h.record_count for h in headers] == [2, 1, 4]
 
@@ -427,7 +433,7 @@ def test_a_batch_larger_than_max_batch_bytes_is_too_large() -> None:
 
 def test_the_size_limit_applies_per_batch_not_per_request() -> None:
     batches = three_batches()
-    stamp(b"".join(batches), max_batch_bytes=max(len(b) for b in batches))
+    validate_from_leader(b"".join(batches), max_batch_bytes=max(len(b) for b in batches))
 
 
 @pytest.mark.parametrize("count", [5, 3, 0, -1])
@@ -509,13 +515,13 @@ def test_iter_batches_does_not_decode_records(verify_crc: bool) -> None:
     batch = garbage_records_batch()
     (h,) = iter_batches(batch, verify_crc=verify_crc)
     assert (h.record_count, h.size, h.base_timestamp) == (3, len(batch), 5)
-    stamped = validate_and_stamp(
-        batch, next_offset=7, partition_leader_epoch=1, max_batch_bytes=BIG
-    )
-    assert stamped.last_offset == 9
     with pytest.raises(RecordError) as exc:
         decode_records(batch)
     assert code_of(exc) == ErrorCode.CORRUPT_MESSAGE
+    # ...but the leader walks them before appending (issue 15: a valid CRC is not a valid batch).
+    with pytest.raises(RecordError) as exc:
+        validate_and_stamp(batch, next_offset=7, partition_leader_epoch=1, max_batch_bytes=BIG)
+    assert code_of(exc) == ErrorCode.INVALID_RECORD
 
 
 def test_iter_batches_checks_the_crc_only_when_asked() -> None:
@@ -575,9 +581,7 @@ def test_stamping_keeps_records_decodable_and_crcs_valid(
 ) -> None:
     data = b"".join(build_batch(recs, base_timestamp=ts) for recs, ts in batches)
     before = decode_records(data)
-    stamped = validate_and_stamp(
-        data, next_offset=next_offset, partition_leader_epoch=epoch, max_batch_bytes=BIG
-    )
+    stamped = stamp_all(data, next_offset=next_offset, epoch=epoch)
     after = decode_records(stamped.data)
     assert [r.offset for r in after] == list(range(next_offset, next_offset + len(before)))
     assert [(r.timestamp, r.key, r.value, r.headers) for r in after] == [
@@ -599,11 +603,11 @@ def test_decoding_refuses_a_null_header_key_and_trailing_bytes() -> None:
     null_key = bytearray(good[:i] + b"\x01" + good[i + 2 :])
     struct.pack_into(">i", null_key, 8, len(null_key) - 12)
     null_key[HEADER_SIZE] -= 2  # the record's length varint: 2 bytes shorter (zigzag)
-    with pytest.raises(RecordError, match="null key"):
+    with pytest.raises(RecordError, match="header key length is negative"):
         decode_records(recrc(null_key))
     trailing = bytearray(good + b"\x00")
     struct.pack_into(">i", trailing, 8, len(trailing) - 12)
     data = recrc(trailing)
     assert list(iter_batches(data, verify_crc=True))
-    with pytest.raises(RecordError, match="after the batch's last record"):
+    with pytest.raises(RecordError, match="bytes follow the last record"):
         decode_records(data)

@@ -15,17 +15,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from minibroker.core.errors import ErrorCode
+from minibroker.core.batch_validation import validate_and_stamp
 from minibroker.core.records import (
     TRANSACTIONAL_FLAG,
     NewRecord,
     Record,
-    RecordError,
     build_batch,
     decode_batch,
     decode_records,
     iter_batches,
-    validate_and_stamp,
 )
 
 with warnings.catch_warnings():
@@ -162,10 +160,13 @@ def test_kafka_python_reads_our_batch_with_a_valid_crc() -> None:
 def test_kafka_python_reads_our_batches_after_the_leader_stamps_them() -> None:
     first = build_batch(our_records(MIXED), base_timestamp=MIXED[0][0])
     second = build_batch([NewRecord(b"k", b"v")] * 3, base_timestamp=5)
-    stamped = validate_and_stamp(
-        first + second, next_offset=1_000, partition_leader_epoch=7, max_batch_bytes=BIG
+    stamped_first = validate_and_stamp(
+        first, next_offset=1_000, partition_leader_epoch=7, max_batch_bytes=BIG
     )
-    theirs = read_with_kafka_python(stamped.data)
+    stamped_second = validate_and_stamp(
+        second, next_offset=1_004, partition_leader_epoch=7, max_batch_bytes=BIG
+    )
+    theirs = read_with_kafka_python(stamped_first.data + stamped_second.data)
     assert [(b.crc_valid, b.base_offset, b.leader_epoch) for b in theirs] == [
         (True, 1_000, 7),
         (True, 1_004, 7),
@@ -201,15 +202,18 @@ def test_we_build_the_same_bytes_as_kafka_python() -> None:
 
 
 def test_we_stamp_kafka_python_batches_and_kafka_python_still_reads_them() -> None:
-    data = build_with_kafka_python(MIXED) + build_with_kafka_python(MIXED[:1])
-    stamped = validate_and_stamp(
-        data, next_offset=2**40, partition_leader_epoch=12, max_batch_bytes=BIG
-    )
-    assert [(h.base_offset, h.last_offset) for h in stamped.batches] == [
+    stamped = [
+        validate_and_stamp(data, next_offset=offset, partition_leader_epoch=12, max_batch_bytes=BIG)
+        for data, offset in [
+            (build_with_kafka_python(MIXED), 2**40),
+            (build_with_kafka_python(MIXED[:1]), 2**40 + 4),
+        ]
+    ]
+    assert [(s.first_offset, s.last_offset) for s in stamped] == [
         (2**40, 2**40 + 3),
         (2**40 + 4, 2**40 + 4),
     ]
-    theirs = read_with_kafka_python(stamped.data)
+    theirs = read_with_kafka_python(b"".join(s.data for s in stamped))
     assert [(b.crc_valid, b.base_offset, b.leader_epoch) for b in theirs] == [
         (True, 2**40, 12),
         (True, 2**40 + 4, 12),
@@ -227,14 +231,15 @@ def test_we_read_kafka_python_producer_state_and_transactional_flag() -> None:
     assert h.attributes & TRANSACTIONAL_FLAG
 
 
-def test_a_compressed_kafka_python_batch_is_stamped_without_being_decoded() -> None:
-    records = [(1_000 + i, b"k", b"the same value again " * 20, ()) for i in range(10)]
-    data = build_with_kafka_python(records, compression_type=1)  # gzip
+@pytest.mark.parametrize("codec", [1, 2, 3, 4], ids=["gzip", "snappy", "lz4", "zstd"])
+def test_a_compressed_kafka_python_batch_is_checked_stamped_and_decoded(codec: int) -> None:
+    records: list[tuple[int, bytes | None, bytes | None, Headers]] = [
+        (1_000 + i, b"k", b"the same value again " * 20, ()) for i in range(10)
+    ]
+    data = build_with_kafka_python(records, compression_type=codec)
     (h,) = iter_batches(data, verify_crc=True)
-    assert (h.compression, h.record_count) == (1, 10)
-    with pytest.raises(RecordError) as exc:
-        decode_batch(data, h)
-    assert exc.value.code == ErrorCode.UNSUPPORTED_VERSION
+    assert (h.compression, h.record_count) == (codec, 10)
+    assert tuple(decode_batch(data, h)) == expected(records, 0)
     stamped = validate_and_stamp(
         data, next_offset=50, partition_leader_epoch=2, max_batch_bytes=BIG
     )
@@ -243,6 +248,7 @@ def test_a_compressed_kafka_python_batch_is_stamped_without_being_decoded() -> N
     assert theirs.records == tuple(
         Record(50 + i, ts, k, v, h) for i, (ts, k, v, h) in enumerate(records)
     )
+    assert tuple(decode_records(stamped.data)) == theirs.records
 
 
 # ---- properties --------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from minibroker.core.records import NewRecord, build_batch, validate_and_stamp
+from minibroker.core.batch_validation import validate_and_stamp
+from minibroker.core.records import NewRecord, build_batch
 from minibroker.scenarios.logfiles import (
     read_epoch_checkpoint,
     read_offset_checkpoint,

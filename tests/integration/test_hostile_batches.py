@@ -1,0 +1,90 @@
+"""Issue 15's data-loss defect, on real processes: a Produce whose batch has a correct CRC but
+lies about its records is refused with Kafka's error, before a byte is written, on the leader;
+no replica's log, log end offset or high watermark moves, the ISR stays, and every acknowledged
+record still reads back — through our consumer and through kafka-python on the segment files."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from minibroker.core.errors import ErrorCode
+from minibroker.core.types import TopicPartition
+from tests.hostile import batches as hb
+from tests.integration.conftest import Cluster, running_cluster
+from tests.integration.rpc import batch, produce
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.record.memory_records import MemoryRecords
+
+pytestmark = pytest.mark.integration
+
+TP = TopicPartition("t", 0)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    from minibroker.runtime.zk_store import ZkStore
+
+    d = tmp_path / "cluster"
+    with running_cluster(d) as state:
+        zk = ZkStore(state.zk_connect, session_timeout_ms=5000)
+        zk.start()
+        try:
+            c = Cluster(d, state, zk)
+            c.cli("topics", "create", "t", "--partitions", "1", "--replication-factor", "3",
+                  "--config", "min.insync.replicas=2", "--wait")  # fmt: skip
+            yield c
+        finally:
+            zk.stop()
+
+
+def describe(c: Cluster) -> dict[str, object]:
+    (p,) = json.loads(c.cli("topics", "describe", "t", "--json").stdout)
+    assert isinstance(p, dict)
+    return p
+
+
+def segments(c: Cluster) -> dict[int, bytes]:
+    out = {}
+    for b in (1, 2, 3):
+        d = Path(c.reload().process(f"broker-{b}").data_dir) / "data" / "t-0"
+        out[b] = b"".join(f.read_bytes() for f in sorted(d.glob("*.log")))
+    return out
+
+
+def test_lying_batches_are_refused_and_nothing_moves(cluster: Cluster) -> None:
+    c = cluster
+    leader = describe(c)["leader"]
+    address = c.state.process(f"broker-{leader}").address
+    acked = []
+    for i in range(5):
+        r = produce(address, TP, batch(b"acked-%d-a" % i, b"acked-%d-b" % i))
+        assert r.error is ErrorCode.NONE, r
+        acked += [b"acked-%d-a" % i, b"acked-%d-b" % i]
+    c.cli("consume", "t", "--until-hw", "--timeout-ms", "20000")  # every replica caught up
+    before = describe(c)
+    logs_before = segments(c)
+
+    answers = {}
+    for variant in hb.VARIANTS:
+        answers[variant.name] = produce(address, TP, variant.make()).error
+    assert answers == {v.name: v.code for v in hb.VARIANTS}
+
+    after = describe(c)
+    assert after["isr"] == before["isr"] and after["leader_epoch"] == before["leader_epoch"]
+    assert after["replicas_state"] == before["replicas_state"], "a LEO or HW moved"
+    assert segments(c) == logs_before, "a byte was written"
+    consumed = c.cli("consume", "t", "--from-beginning", "--until-hw", "--timeout-ms", "20000")
+    assert consumed.stdout.split() == [v.decode() for v in acked]
+    for b, data in logs_before.items():
+        records = MemoryRecords(data)
+        values = []
+        while (kp := records.next_batch()) is not None:
+            values += [r.value for r in kp]
+        assert values == acked, f"broker {b}'s segment as kafka-python reads it"
