@@ -34,6 +34,7 @@ from minibroker.rpc import broker_pb2_grpc, control_pb2_grpc, events_pb2_grpc
 from minibroker.runtime import logging as slog
 from minibroker.runtime.clock import now_ms
 from minibroker.runtime.event_service import EventsServicer
+from minibroker.runtime.grpc_guard import RequestGuard
 from minibroker.runtime.program import install_stop_signals, log_startup, zk_store_for
 from minibroker.runtime.settings import Settings
 from minibroker.runtime.zk_store import ZkError, ZkNodeExists, ZkStore
@@ -81,8 +82,9 @@ async def run_broker(settings: Settings) -> int:
     servers: dict[str, grpc.aio.Server] = {}
     bound: dict[str, int] = {}
     health = HealthServicer()
+    guard = RequestGuard()
     for e in listeners:
-        servers[e.listener] = grpc.aio.server(options=GRPC_OPTIONS)
+        servers[e.listener] = grpc.aio.server(options=GRPC_OPTIONS, interceptors=[guard])
         health_pb2_grpc.add_HealthServicer_to_server(health, servers[e.listener])
         bound[e.listener] = servers[e.listener].add_insecure_port(f"{e.host}:{e.port}")
         if bound[e.listener] == 0:

@@ -28,10 +28,13 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from crc32c import crc32c
+
 from minibroker.core.compression import CompressionError, check_codec, decompress
 from minibroker.core.errors import ErrorCode
 from minibroker.core.record_walk import check_records
 from minibroker.core.records import (
+    ATTRIBUTES_OFFSET,
     CONTROL_FLAG,
     HEADER_SIZE,
     TRANSACTIONAL_FLAG,
@@ -51,12 +54,15 @@ def _invalid(h: BatchHeader, why: str) -> RecordError:
 
 
 def check_batch(buf: bytes | memoryview, h: BatchHeader, *, max_batch_bytes: int) -> None:
-    """The checks of every origin for one batch of `buf` whose framing and CRC passed."""
+    """The checks of every origin for one batch of `buf` whose framing passed: its size first
+    (before any work proportional to it), then its CRC, header fields and records."""
     if h.size > max_batch_bytes:
         raise RecordError(
             ErrorCode.MESSAGE_TOO_LARGE,
             f"batch of {h.size} bytes exceeds message.max.bytes={max_batch_bytes}",
         )
+    if crc32c(memoryview(buf)[h.position + ATTRIBUTES_OFFSET : h.position + h.size]) != h.crc:
+        raise RecordError(ErrorCode.CORRUPT_MESSAGE, f"batch at byte {h.position} fails its CRC")
     if h.record_count <= 0 or h.record_count != h.last_offset_delta + 1:
         raise _invalid(
             h,
@@ -96,7 +102,7 @@ def validate_from_client(data: bytes, *, max_batch_bytes: int) -> BatchHeader:
     """The one batch of a client's Produce for one partition, fully checked; or RecordError."""
     if not data:
         raise RecordError(ErrorCode.CORRUPT_MESSAGE, "no record batches in the request")
-    headers = list(iter_batches(data, verify_crc=True))
+    headers = list(iter_batches(data))
     if len(headers) != 1:
         raise RecordError(
             ErrorCode.INVALID_RECORD,
@@ -112,7 +118,7 @@ def validate_from_leader(data: bytes, *, max_batch_bytes: int) -> list[BatchHead
     """The batches a follower fetched, each fully checked; or RecordError."""
     if not data:
         raise RecordError(ErrorCode.CORRUPT_MESSAGE, "no record batches to append")
-    headers = list(iter_batches(data, verify_crc=True))
+    headers = list(iter_batches(data))
     for h in headers:
         check_batch(data, h, max_batch_bytes=max_batch_bytes)
     return headers
