@@ -82,9 +82,9 @@ async def run_broker(settings: Settings) -> int:
     servers: dict[str, grpc.aio.Server] = {}
     bound: dict[str, int] = {}
     health = HealthServicer()
-    guard = RequestGuard()
     for e in listeners:
-        servers[e.listener] = grpc.aio.server(options=GRPC_OPTIONS, interceptors=[guard])
+        # A guard per server: it keeps the handlers of its own server (one per listener).
+        servers[e.listener] = grpc.aio.server(options=GRPC_OPTIONS, interceptors=[RequestGuard()])
         health_pb2_grpc.add_HealthServicer_to_server(health, servers[e.listener])
         bound[e.listener] = servers[e.listener].add_insecure_port(f"{e.host}:{e.port}")
         if bound[e.listener] == 0:

@@ -95,7 +95,8 @@ def _guard_stream(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethod
 
 
 class RequestGuard(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Wraps each method's handler once, the first time the method is called."""
+    """Wraps each method's handler once, the first time the method is called. One guard per
+    server: it keeps that server's handlers (a broker's listeners each have their own)."""
 
     def __init__(self) -> None:
         self._guarded: dict[str, grpc.RpcMethodHandler | None] = {}

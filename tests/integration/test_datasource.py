@@ -157,10 +157,12 @@ def test_streaming_write_from_rate_matches_its_ledger(
     bootstrap = create_topic(c, "rate")
     wanted = 800
     # The limit ends the input after `wanted` rows while the query keeps running, so stopping
-    # it cannot cut a write task that still had records to send.
+    # it cannot cut a write task that still had records to send. Spark's rate-micro-batch source
+    # puts a fixed number of rows in each micro-batch: with the time-based `rate` source a slow
+    # first batch (a loaded machine) took all `wanted` rows at once.
     rows = (
-        spark.readStream.format("rate")
-        .option("rowsPerSecond", 200)
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", 200)
         .option("numPartitions", 2)
         .load()
         .limit(wanted)

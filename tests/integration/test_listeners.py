@@ -14,7 +14,7 @@ from minibroker import localcluster
 from minibroker.core.types import TopicPartition
 from minibroker.core.zk_layout import BrokerIdZNode, ControllerEndpointZNode
 from minibroker.rpc import broker_pb2, broker_pb2_grpc
-from minibroker.runtime.waiting import wait_until
+from minibroker.runtime.waiting import WaitTimeout, wait_until
 from tests.integration import rpc
 from tests.integration.conftest import Cluster, cli
 
@@ -75,15 +75,24 @@ def test_each_listener_answers_with_its_own_endpoints_and_replication_uses_inter
     internal_ports = {p.id: p.port for p in brokers}
     external_ports = {p.id: external[p.name] for p in brokers}
 
-    def both_listeners_answer() -> bool:
-        return (
-            _metadata_ports(brokers[0].address) == internal_ports
-            and _metadata_ports(f"127.0.0.1:{external_ports[1]}") == external_ports
-        )
+    seen: list[object] = []
 
-    wait_until(
-        both_listeners_answer, timeout_s=30, what="metadata of all brokers on both listeners"
-    )
+    def both_listeners_answer() -> bool:
+        answers = (
+            _metadata_ports(brokers[0].address),
+            _metadata_ports(f"127.0.0.1:{external_ports[1]}"),
+        )
+        seen[:] = [answers]
+        return answers == (internal_ports, external_ports)
+
+    try:
+        wait_until(
+            both_listeners_answer, timeout_s=30, what="metadata of all brokers on both listeners"
+        )
+    except WaitTimeout as exc:
+        raise AssertionError(
+            f"{exc}: wanted {(internal_ports, external_ports)}, got {seen}"
+        ) from None
 
     # Registration: EXTERNAL first (what host tools pick), both endpoints, both protocols.
     got = c.zk.get_or_none(BrokerIdZNode.path(1))
