@@ -109,7 +109,11 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
             replica_id=_opt(request, "replica_id", CONSUMER_REPLICA_ID),
             max_wait_ms=max(0, min(int(request.max_wait_ms), MAX_WAIT_MS)),
             min_bytes=max(0, int(request.min_bytes)),
-            max_bytes=int(request.max_bytes) if request.max_bytes > 0 else 1 << 30,
+            # Kafka caps every fetch at the broker's fetch.max.bytes, whatever it asks for.
+            max_bytes=min(
+                int(request.max_bytes) if request.max_bytes > 0 else 1 << 30,
+                self.rm.settings.get_int("fetch.max.bytes"),
+            ),
             partitions=tuple(parts),
         )
         results = await self.rm.fetch_messages(params)

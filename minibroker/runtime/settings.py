@@ -70,6 +70,7 @@ PROPERTIES: tuple[Property, ...] = (
     _P("default.replication.factor", int, 1, ""),
     _P("num.partitions", int, 1, ""),
     _P("message.max.bytes", int, 1048588, "largest record batch a broker accepts"),
+    _P("fetch.max.bytes", int, 57671680, "most a broker returns for one fetch (KIP-541)"),
     _P("log.segment.bytes", int, 1073741824, "segment size before a roll"),
     _P("delete.topic.enable", bool, True, ""),
     _P("controlled.shutdown.enable", bool, True, ""),
