@@ -88,3 +88,30 @@ def test_lying_batches_are_refused_and_nothing_moves(cluster: Cluster) -> None:
         while (kp := records.next_batch()) is not None:
             values += [r.value for r in kp]
         assert values == acked, f"broker {b}'s segment as kafka-python reads it"
+
+
+def test_a_log_damaged_before_these_checks_reads_up_to_the_damage(cluster: Cluster) -> None:
+    """A segment already holding a lying batch (CRC right, 2 records, count 1), as logs written
+    before the record walk may: recovery keeps it, and a consumer reads every record before it,
+    then stops there with CORRUPT_MESSAGE naming its offset — nothing before it is lost, nothing
+    after it is skipped silently."""
+    c = cluster
+    c.cli("topics", "create", "d", "--partitions", "1", "--replication-factor", "1", "--wait")
+    (p,) = json.loads(c.cli("topics", "describe", "d", "--json").stdout)
+    broker = p["leader"]
+    address = c.state.process(f"broker-{broker}").address
+    for value in (b"a", b"b", b"c"):
+        assert produce(address, TopicPartition("d", 0), batch(value)).error is ErrorCode.NONE
+    c.cli("cluster", "stop", f"broker-{broker}")
+    segment = Path(c.state.process(f"broker-{broker}").data_dir) / "data" / "d-0"
+    liar, after = bytearray(hb.batch(hb.records(2), record_count=1)), bytearray(hb.good(1))
+    liar[:8], after[:8] = (3).to_bytes(8, "big"), (4).to_bytes(8, "big")  # outside the CRC
+    with (segment / "00000000000000000000.log").open("ab") as f:
+        f.write(bytes(liar) + bytes(after))
+    c.cli("cluster", "start", f"broker-{broker}")
+
+    read = c.cli("consume", "d", "--from-beginning", "--timeout-ms", "10000", check=False)
+    assert read.stdout.split() == ["a", "b", "c"]
+    assert read.returncode != 0
+    assert "CORRUPT_MESSAGE" in read.stderr and "offset 3" in read.stderr, read.stderr
+    assert len(read.stderr.strip().splitlines()) == 1, "one line, not a stack trace"
