@@ -18,7 +18,7 @@ from pathlib import Path
 from broker.delayed import DelayedFetch, DelayedProduce
 from broker.fetcher import FetcherManager
 from broker.isr_tasks import IsrTasks
-from broker.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offsets_checkpoint
+from broker.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT, load_offsets_checkpoint
 from broker.log.layout import open_log, partition_dir
 from broker.log.log import Log, OffsetOutOfRange
 from broker.metadata_cache import LiveBroker, MetadataCache, PartitionMetadata
@@ -91,7 +91,16 @@ class ReplicaManager:
         self.first_leader_and_isr = asyncio.Event()
         # HWs read at start-up, kept for partitions not hosted (yet) so a checkpoint rewrite
         # does not forget them (Kafka keeps every log of the dir in its checkpoint).
-        self.checkpointed_hw = read_offsets_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT)
+        checkpoint = log_dir / REPLICATION_OFFSET_CHECKPOINT
+        self.checkpointed_hw, unreadable = load_offsets_checkpoint(checkpoint)
+        if unreadable is not None:
+            slog.event(
+                "checkpoint_discarded",
+                logging.WARNING,
+                file=str(checkpoint),
+                error=unreadable,
+                action="high watermarks start at 0 and are learned again from the leaders",
+            )
         self.fetchers = FetcherManager(self)
         self.isr = IsrTasks(self)
 
@@ -383,6 +392,8 @@ class ReplicaManager:
         partition.initialize_high_watermark(self.checkpointed_hw.get(tp, 0), log)
         hosted = HostedPartition(partition, log)
         self.partitions[tp] = hosted
+        if log.repairs:
+            slog.event("log_recovered", logging.WARNING, tp=str(tp), repairs=list(log.repairs))
         slog.event(
             "log_opened",
             tp=str(tp),

@@ -75,7 +75,12 @@ def format_offsets(entries: Mapping[TopicPartition, int]) -> bytes:
 def parse_offsets(data: bytes) -> dict[TopicPartition, int]:
     out: dict[TopicPartition, int] = {}
     for topic, partition, offset in _parse(data, 3, "offset"):
-        out[TopicPartition(topic, _int(partition, "partition"))] = _int(offset, "offset")
+        tp = TopicPartition(topic, _int(partition, "partition"))
+        out[tp] = _int(offset, "offset")
+        if tp.partition < 0 or out[tp] < 0:
+            raise CheckpointError(
+                f"offset checkpoint line {topic} {partition} {offset} is negative"
+            )
     return out
 
 
@@ -90,6 +95,17 @@ def read_offsets_checkpoint(path: Path) -> dict[TopicPartition, int]:
     except FileNotFoundError:
         return {}
     return parse_offsets(data)
+
+
+def load_offsets_checkpoint(path: Path) -> tuple[dict[TopicPartition, int], str | None]:
+    """The checkpointed offsets and None; or, if the file cannot be read or parsed, no offsets
+    and why. A broker must start with a garbled checkpoint: every HW then starts at 0 (clamped
+    to the log) and is learned again from the leader, and the next checkpoint rewrites the file.
+    (Kafka takes the log dir offline instead; a test bed should recover.)"""
+    try:
+        return read_offsets_checkpoint(path), None
+    except (CheckpointError, OSError) as exc:
+        return {}, str(exc)
 
 
 # ---- leader-epoch-checkpoint: <epoch> <startOffset> (reference §4.3) ----

@@ -1,45 +1,32 @@
 """One partition's log: record batches in segment files of a SegmentStore, read by offset.
 
 Rules kept: batch offsets are contiguous from the log start to the log end offset (LEO), across
-segments; only whole, CRC-valid batches survive recovery; the leader-epoch cache never names an
-offset at or past the LEO (reference §4.2). Only batch headers are ever parsed, never records.
+segments; only whole, CRC-valid batches survive recovery (recovery.py); the leader-epoch cache
+never names an offset at or past the LEO (reference §4.2); nothing is appended before
+batch_validation.py has passed it.
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from broker.log.checkpoints import LEADER_EPOCH_CHECKPOINT, format_epochs, parse_epochs
-from broker.log.index import ENTRY_SIZE, INT32_MAX, OffsetIndex
+from broker.log.checkpoints import LEADER_EPOCH_CHECKPOINT, format_epochs
+from broker.log.index import ENTRY_SIZE, INT32_MAX
+from broker.log.recovery import load_epochs, recover_segments
+from broker.log.segment import (
+    Segment,
+    delete_segment_files,
+    index_file_name,
+    segment_file_name,
+)
 from broker.log.store import SegmentStore
 from broker.replication.leader_epoch import EpochEntry, LeaderEpochCache
 from minibroker.core import batch_validation, records
 from minibroker.core.errors import ErrorCode
-from minibroker.core.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, RecordError
-
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-# Recovery reads a segment in chunks of this size, so a 1 GiB segment is never in memory whole.
-RECOVERY_CHUNK_BYTES = 4 << 20
-
-
-def segment_file_name(base_offset: int) -> str:
-    """Kafka's name: the base offset zero-padded to 20 digits, e.g. 00000000000000000005.log."""
-    return f"{base_offset:020d}{LOG_SUFFIX}"
-
-
-def index_file_name(base_offset: int) -> str:
-    return f"{base_offset:020d}{INDEX_SUFFIX}"
-
-
-def _base_offset_of(name: str, suffix: str) -> int | None:
-    stem = name[: -len(suffix)]
-    if name.endswith(suffix) and len(stem) == 20 and stem.isdigit():
-        return int(stem)
-    return None
+from minibroker.core.records import HEADER_SIZE, BatchHeader, RecordError
 
 
 class OffsetOutOfRange(Exception):
@@ -65,28 +52,6 @@ class AppendInfo:
     size_bytes: int
 
 
-@dataclass
-class _Segment:
-    """What the log keeps in memory about one segment, so reads never rescan it."""
-
-    base_offset: int
-    index: OffsetIndex
-    size: int
-    next_offset: int
-
-    @classmethod
-    def empty(cls, base_offset: int, index_interval_bytes: int) -> _Segment:
-        return cls(base_offset, OffsetIndex(base_offset, index_interval_bytes), 0, base_offset)
-
-    @property
-    def log_name(self) -> str:
-        return segment_file_name(self.base_offset)
-
-    @property
-    def index_name(self) -> str:
-        return index_file_name(self.base_offset)
-
-
 class Log:
     """A partition's log over a SegmentStore; opening it recovers whatever the store holds."""
 
@@ -105,11 +70,27 @@ class Log:
         self._segment_bytes = segment_bytes
         self._index_interval_bytes = index_interval_bytes
         self._max_batch_bytes = max_batch_bytes
-        self._segments: list[_Segment] = []
         self._dirty: set[int] = set()  # base offsets of segments with bytes not yet flushed
-        self._recover()
-        self.epoch_cache = LeaderEpochCache(self._load_epochs(), on_change=self._write_epochs)
+        recovered = recover_segments(store, index_interval_bytes)
+        self._segments: list[Segment] = recovered.segments
+        # The store may hold bytes an earlier process never flushed; the first flush must
+        # cover them too.
+        self._dirty.update(s.base_offset for s in self._segments)
+        if not self._segments:
+            self._segments.append(self._create_segment(0))
+        entries, rebuilt = load_epochs(store, recovered)
+        if rebuilt:
+            self._write_epochs(tuple(entries))
+        self.epoch_cache = LeaderEpochCache(entries, on_change=self._write_epochs)
+        before = self.epoch_cache.entries
         self.epoch_cache.truncate_from_end(self.log_end_offset)
+        if self.epoch_cache.entries != before:
+            recovered.repairs.append(
+                f"{LEADER_EPOCH_CHECKPOINT}: dropped entries at or past the log end offset "
+                f"{self.log_end_offset}"
+            )
+        # What opening the log had to repair, one sentence each (the broker logs them).
+        self.repairs: tuple[str, ...] = tuple(recovered.repairs)
 
     # ---- offsets ----
 
@@ -124,80 +105,7 @@ class Log:
     def segment_base_offsets(self) -> list[int]:
         return [s.base_offset for s in self._segments]
 
-    # ---- recovery ----
-
-    def _recover(self) -> None:
-        """Keep the longest run of whole, valid, contiguous batches from the first segment on;
-        everything after the first flaw (torn tail, bad CRC, offset gap) is removed."""
-        names = self._store.list()
-        bases = sorted(b for n in names if (b := _base_offset_of(n, LOG_SUFFIX)) is not None)
-        for name in names:
-            # An index without its segment is left over from a deletion cut short.
-            base = _base_offset_of(name, INDEX_SUFFIX)
-            if base is not None and base not in bases:
-                self._store.delete(name)
-        for i, base in enumerate(bases):
-            if self._segments and base != self.log_end_offset:
-                self._delete_files(bases[i:])
-                break
-            segment = self._recover_segment(base)
-            self._segments.append(segment)
-            # The store may hold bytes an earlier process never flushed; the first flush
-            # must cover them too.
-            self._dirty.add(base)
-            if segment.size < self._store.size(segment.log_name):
-                self._store.truncate(segment.log_name, segment.size)
-                self._delete_files(bases[i + 1 :])
-                break
-        if not self._segments:
-            self._segments.append(self._create_segment(0))
-
-    def _recover_segment(self, base_offset: int) -> _Segment:
-        """The segment's valid prefix (its file is not cut here) with a rebuilt index."""
-        segment = _Segment.empty(base_offset, self._index_interval_bytes)
-        for position, h in self._scan_valid(segment.log_name):
-            if h.base_offset != segment.next_offset:
-                break
-            segment.index.maybe_append(h.base_offset, position)
-            segment.size = position + h.size
-            segment.next_offset = h.next_offset
-        index_bytes = segment.index.to_bytes()
-        stored = self._store.read(segment.index_name, 0, len(index_bytes) + ENTRY_SIZE)
-        if stored != index_bytes:
-            self._store.write_atomic(segment.index_name, index_bytes)
-        return segment
-
-    def _scan_valid(self, name: str) -> Iterator[tuple[int, BatchHeader]]:
-        """(position, header) of the whole, CRC-valid batches at the start of file `name`."""
-        size = self._store.size(name)
-        position = 0
-        while position < size:
-            chunk = self._store.read(name, position, RECOVERY_CHUNK_BYTES)
-            length, headers = records.valid_prefix(chunk)
-            if length == 0:
-                # Either a flaw here, or one batch larger than a chunk: read exactly that batch.
-                length, headers = self._valid_large_batch(name, position, chunk, size)
-                if length == 0:
-                    return
-            for h in headers:
-                yield position + h.position, h
-            position += length
-
-    def _valid_large_batch(
-        self, name: str, position: int, chunk: bytes, file_size: int
-    ) -> tuple[int, list[BatchHeader]]:
-        if len(chunk) < HEADER_SIZE:
-            return 0, []
-        h = records.read_header(chunk, 0)
-        if h.size <= len(chunk) or h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
-            return 0, []  # it fitted in the chunk, so it failed on its own: a flaw
-        if position + h.size > file_size:
-            return 0, []  # torn: the file ends inside it
-        return records.valid_prefix(self._store.read(name, position, h.size))
-
-    def _load_epochs(self) -> list[EpochEntry]:
-        size = self._store.size(LEADER_EPOCH_CHECKPOINT)
-        return parse_epochs(self._store.read(LEADER_EPOCH_CHECKPOINT, 0, size)) if size else []
+    # ---- epochs ----
 
     def _write_epochs(self, entries: tuple[EpochEntry, ...]) -> None:
         # Rewritten whole on every change (reference §4.3).
@@ -205,8 +113,8 @@ class Log:
 
     # ---- segment files ----
 
-    def _create_segment(self, base_offset: int) -> _Segment:
-        segment = _Segment.empty(base_offset, self._index_interval_bytes)
+    def _create_segment(self, base_offset: int) -> Segment:
+        segment = Segment.empty(base_offset, self._index_interval_bytes)
         for name in (segment.log_name, segment.index_name):
             self._store.delete(name)  # a stale file of that name would corrupt the new segment
             self._store.append(name, b"")
@@ -214,10 +122,8 @@ class Log:
         return segment
 
     def _delete_files(self, base_offsets: Sequence[int]) -> None:
-        for base in base_offsets:
-            self._store.delete(segment_file_name(base))
-            self._store.delete(index_file_name(base))
-            self._dirty.discard(base)
+        delete_segment_files(self._store, base_offsets)
+        self._dirty.difference_update(base_offsets)
 
     # ---- appends ----
 
@@ -274,7 +180,7 @@ class Log:
         assert self.log_end_offset == headers[-1].last_offset + 1
         return AppendInfo(headers[0].base_offset, headers[-1].last_offset, len(headers), len(data))
 
-    def _should_roll(self, active: _Segment, size: int, last_offset: int) -> bool:
+    def _should_roll(self, active: Segment, size: int, last_offset: int) -> bool:
         """Roll before an append that would overflow the segment's size or its int32
         relative offsets; an empty segment always takes the append."""
         if active.size == 0:
@@ -313,7 +219,7 @@ class Log:
         """Index of the segment holding `offset`: the last one whose base is <= it."""
         return bisect.bisect_right(self._segments, offset, key=lambda s: s.base_offset) - 1
 
-    def _locate(self, segment: _Segment, offset: int) -> BatchHeader:
+    def _locate(self, segment: Segment, offset: int) -> BatchHeader:
         """The header (position within the segment) of the batch holding `offset`. The index
         puts us within about one index interval of it, so one read usually suffices."""
         position = segment.index.lookup(offset)
@@ -332,7 +238,7 @@ class Log:
         raise AssertionError(f"offset {offset} not found in segment {segment.base_offset}")
 
     def _whole_batches(
-        self, segment: _Segment, position: int, budget: int, limit: int, *, min_one: bool
+        self, segment: Segment, position: int, budget: int, limit: int, *, min_one: bool
     ) -> bytes:
         """The whole batches from `position` that fit in `budget` bytes and end below
         `limit`; with `min_one`, the first such batch even if it alone exceeds the budget."""

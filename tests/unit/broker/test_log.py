@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from broker.log import log as log_module
+from broker.log import recovery as recovery_module
 from broker.log.checkpoints import LEADER_EPOCH_CHECKPOINT, parse_epochs
 from broker.log.index import OffsetIndex
-from broker.log.log import Log, OffsetOutOfRange, index_file_name, segment_file_name
+from broker.log.log import Log, OffsetOutOfRange
+from broker.log.segment import index_file_name, segment_file_name
 from broker.log.store import MemorySegmentStore, SegmentStore
 from broker.replication.leader_epoch import EpochEntry
 from minibroker.core import records
@@ -356,7 +357,7 @@ def test_recovery_reads_big_segments_in_chunks(monkeypatch: pytest.MonkeyPatch) 
     for i in range(20):
         log.append_as_leader(batch(*[b"x" * (i * 7)] * (i % 4 + 1)), leader_epoch=0)
     store.append(FIRST, batch(b"torn", base_offset=log.log_end_offset)[:-1])
-    monkeypatch.setattr(log_module, "RECOVERY_CHUNK_BYTES", 100)  # smaller than most batches
+    monkeypatch.setattr(recovery_module, "RECOVERY_CHUNK_BYTES", 100)  # smaller than most batches
     reopened = Log(store)
     assert reopened.log_end_offset == log.log_end_offset
     assert reopened.read(0, 1 << 20) == log.read(0, 1 << 20)

@@ -1,0 +1,154 @@
+"""Opening a partition's files after any stop, clean or not: keep the longest run of whole,
+CRC-valid, contiguous batches from the first segment on and remove everything after the first
+flaw (torn tail, garbled bytes, offset gap); never trust an index or a leader-epoch checkpoint
+that disagrees with the batches. Every repair is written down as one sentence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from broker.log.checkpoints import LEADER_EPOCH_CHECKPOINT, CheckpointError, parse_epochs
+from broker.log.index import ENTRY_SIZE
+from broker.log.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    Segment,
+    base_offset_of,
+    delete_segment_files,
+)
+from broker.log.store import SegmentStore
+from broker.replication.leader_epoch import EpochEntry, LeaderEpochCache
+from minibroker.core import records
+from minibroker.core.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader
+
+# Recovery reads a segment in chunks of this size, so a 1 GiB segment is never in memory whole.
+RECOVERY_CHUNK_BYTES = 4 << 20
+
+
+@dataclass
+class Recovered:
+    segments: list[Segment] = field(default_factory=list)
+    # What opening the log had to repair, one sentence each (the broker logs them).
+    repairs: list[str] = field(default_factory=list)
+    # The leader epochs the batches carry: (epoch, first offset) where each epoch starts.
+    batch_epochs: list[EpochEntry] = field(default_factory=list)
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+
+def recover_segments(store: SegmentStore, index_interval_bytes: int) -> Recovered:
+    """The valid segments in order (none for an empty store), files cut to match."""
+    out = Recovered()
+    names = store.list()
+    bases = sorted(b for n in names if (b := base_offset_of(n, LOG_SUFFIX)) is not None)
+    for name in names:
+        # An index without its segment is left over from a deletion cut short.
+        base = base_offset_of(name, INDEX_SUFFIX)
+        if base is not None and base not in bases:
+            store.delete(name)
+    for i, base in enumerate(bases):
+        if out.segments and base != out.log_end_offset:
+            out.repairs.append(
+                f"deleted segments {bases[i:]}: they do not continue the log at offset "
+                f"{out.log_end_offset}"
+            )
+            delete_segment_files(store, bases[i:])
+            break
+        segment = _recover_segment(store, base, index_interval_bytes, out)
+        out.segments.append(segment)
+        stored = store.size(segment.log_name)
+        if segment.size < stored:
+            later = bases[i + 1 :]
+            out.repairs.append(
+                f"{segment.log_name}: truncated from {stored} to {segment.size} bytes at offset "
+                f"{segment.next_offset} (a torn or corrupt batch)"
+                + (f"; deleted the segments after it {later}" if later else "")
+            )
+            store.truncate(segment.log_name, segment.size)
+            delete_segment_files(store, later)
+            break
+    return out
+
+
+def _recover_segment(
+    store: SegmentStore, base_offset: int, index_interval_bytes: int, out: Recovered
+) -> Segment:
+    """The segment's valid prefix (its file is not cut here) with a rebuilt index."""
+    segment = Segment.empty(base_offset, index_interval_bytes)
+    for position, h in _scan_valid(store, segment.log_name):
+        if h.base_offset != segment.next_offset:
+            break
+        segment.index.maybe_append(h.base_offset, position)
+        segment.size = position + h.size
+        segment.next_offset = h.next_offset
+        epoch = h.partition_leader_epoch
+        if epoch >= 0 and (not out.batch_epochs or epoch > out.batch_epochs[-1].epoch):
+            out.batch_epochs.append(EpochEntry(epoch, h.base_offset))
+    # The index is never trusted: it is rebuilt from the batches and rewritten if it differs
+    # (missing, torn, garbled, or pointing past the segment).
+    index_bytes = segment.index.to_bytes()
+    stored = store.read(segment.index_name, 0, len(index_bytes) + ENTRY_SIZE)
+    if stored != index_bytes:
+        if stored or index_bytes:
+            out.repairs.append(f"{segment.index_name}: rebuilt from the segment")
+        store.write_atomic(segment.index_name, index_bytes)
+    return segment
+
+
+def _scan_valid(store: SegmentStore, name: str) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of the whole, CRC-valid batches at the start of file `name`."""
+    size = store.size(name)
+    position = 0
+    while position < size:
+        chunk = store.read(name, position, RECOVERY_CHUNK_BYTES)
+        length, headers = records.valid_prefix(chunk)
+        if length == 0:
+            # Either a flaw here, or one batch larger than a chunk: read exactly that batch.
+            length, headers = _valid_large_batch(store, name, position, chunk, size)
+            if length == 0:
+                return
+        for h in headers:
+            yield position + h.position, h
+        position += length
+
+
+def _valid_large_batch(
+    store: SegmentStore, name: str, position: int, chunk: bytes, file_size: int
+) -> tuple[int, list[BatchHeader]]:
+    if len(chunk) < HEADER_SIZE:
+        return 0, []
+    h = records.read_header(chunk, 0)
+    if h.size <= len(chunk) or h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+        return 0, []  # it fitted in the chunk, so it failed on its own: a flaw
+    if position + h.size > file_size:
+        return 0, []  # torn: the file ends inside it
+    return records.valid_prefix(store.read(name, position, h.size))
+
+
+def load_epochs(store: SegmentStore, recovered: Recovered) -> tuple[list[EpochEntry], bool]:
+    """The leader-epoch checkpoint's entries, which may name epochs no batch carries (a leader
+    that appended nothing); if it is missing while batches carry epochs, unreadable, or not
+    strictly increasing, the epochs the batches carry instead. Also whether it was rebuilt
+    (the caller then writes it anew)."""
+    size = store.size(LEADER_EPOCH_CHECKPOINT)
+    if not size:
+        if not recovered.batch_epochs:
+            return [], False
+        why = "missing"
+    else:
+        try:
+            entries = parse_epochs(store.read(LEADER_EPOCH_CHECKPOINT, 0, size))
+            LeaderEpochCache(entries)  # raises unless epochs and offsets strictly increase
+            if any(e.epoch < 0 or e.start_offset < 0 for e in entries):
+                raise CheckpointError("a negative epoch or start offset")
+            return entries, False
+        except (CheckpointError, ValueError) as exc:
+            why = f"unreadable ({exc})"
+    recovered.repairs.append(
+        f"{LEADER_EPOCH_CHECKPOINT}: {why}; rebuilt from the batches' leader epochs"
+    )
+    return list(recovered.batch_epochs), True
