@@ -11,32 +11,21 @@ import json
 import logging
 import re
 import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from loadgen.faults import Fault, FaultError, parse_faults
-from loadgen.workload import DISTRIBUTIONS, WorkloadError, WorkloadSpec
+from loadgen.faults import FaultError
+from loadgen.plan import RUNS_DIR, LoadgenError, UsageError, check_report, plan_run
+from loadgen.workload import DISTRIBUTIONS, WorkloadError
 from minibroker.chaos import DEFAULT_PROJECT
 from minibroker.cli.locate import add_locate_arguments
 from minibroker.client.errors import ClientError
 from minibroker.core.errors import ApiError
 from minibroker.core.zk_layout import ZNodeFormatError
 from minibroker.localcluster import ClusterError
-from minibroker.runtime.clock import now_ms
 from minibroker.runtime.zk_store import ZkError
 
 DEFAULT_TOPIC = "loadgen"
-RUNS_DIR = Path("loadgen-runs")
-
-
-class UsageError(ValueError):
-    """Flags that do not make a run; exit code 2."""
-
-
-class LoadgenError(RuntimeError):
-    """A run that cannot go on; the message says why."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -115,63 +104,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_locate_arguments(p)
     return p
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A run as the flags describe it, checked."""
-
-    spec: WorkloadSpec
-    rate: int | None
-    duration_s: float | None
-    faults: list[Fault]
-    out_dir: Path
-
-
-def plan_run(args: argparse.Namespace) -> Plan:
-    """Check the flags together (raises UsageError, FaultError or WorkloadError)."""
-    if args.records is not None and (args.rate is not None or args.duration is not None):
-        raise UsageError("give either --records or --rate with --duration, not both")
-    if args.records is None and (args.rate is None or args.duration is None):
-        raise UsageError("give --records N, or --rate R with --duration S")
-    faults = parse_faults(args.fault)
-    if faults and args.dir is None and args.compose is None:
-        raise UsageError(
-            "--fault needs --dir or --compose: faults act on the processes of a local cluster "
-            "or the containers of a compose cluster"
-        )
-    if args.dir is not None and args.compose is not None:
-        raise UsageError("give --dir or --compose, not both")
-    records = args.records or max(1, round(args.rate * args.duration))
-    spec = WorkloadSpec(
-        records=records,
-        record_size=args.record_size,
-        keys=args.keys,
-        key_distribution=args.key_distribution,
-        partitions=None,  # the topic's count is filled in once the topic is known
-        seed=args.seed,
-    )
-    out = args.out or RUNS_DIR / time.strftime("%Y%m%d-%H%M%S", time.localtime(now_ms() / 1000))
-    return Plan(spec, args.rate, args.duration, faults, out)
-
-
-def check_report(args: argparse.Namespace, plan: Plan) -> dict[str, object]:
-    """What `--check` prints: the run the flags describe, nothing started."""
-    flags = {k: str(v) if isinstance(v, Path) else v for k, v in sorted(vars(args).items())}
-    return {
-        "program": "loadgen",
-        "records": plan.spec.records,
-        "faults": len(plan.faults),
-        "out": str(plan.out_dir),
-        "flags": flags,
-    }
-
-
-def prepare_out_dir(out: Path) -> None:
-    ledger = out / "ledger"
-    if ledger.exists() and any(ledger.iterdir()):
-        raise LoadgenError(f"{out} already holds a run's ledger; choose another --out")
-    ledger.mkdir(parents=True, exist_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,16 +1,14 @@
-"""The load generator's view of the cluster: preparing the topic (with the same code as
+"""The load generator's view of the cluster: preparing the topic (the library call behind
 `minibroker topics create --if-not-exists --wait`) and reading high watermarks for the run's
 starting offsets and its progress lines."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import random
 from collections.abc import Sequence
 
-from minibroker.cli.topics import cmd_create
-from minibroker.client import Consumer, TopicPartition
-from minibroker.client.admin_zk import read_topic_or_raise
+from minibroker.client import Consumer, TopicPartition, admin_zk
 from minibroker.localcluster import zk_session
 
 TOPIC_WAIT_MS = 30_000
@@ -21,22 +19,20 @@ def ensure_topic(
 ) -> int:
     """Create the topic unless it exists, wait until every partition has a leader, and return
     its partition count (an existing topic keeps its own)."""
-    cmd_create(
-        argparse.Namespace(
-            topic=topic,
-            partitions=partitions,
-            replication_factor=replication_factor,
-            config=[f"min.insync.replicas={min_insync}"],
-            if_not_exists=True,
-            wait=True,
-            timeout_ms=TOPIC_WAIT_MS,
-            zk=zk_connect,
-            bootstrap=None,
-            dir=None,
-        )
-    )
     with zk_session(zk_connect) as zk:
-        return len(read_topic_or_raise(zk, topic).assignment)
+        config = {"min.insync.replicas": str(min_insync)}
+        created = admin_zk.ensure_topic(
+            zk,
+            topic,
+            partitions,
+            replication_factor,
+            config,
+            wait_timeout_ms=TOPIC_WAIT_MS,
+            rng=random.Random(),
+        )
+        if created:
+            print(f"Created topic {topic}.", flush=True)
+        return len(admin_zk.read_topic_or_raise(zk, topic).assignment)
 
 
 def end_offsets(

@@ -17,10 +17,10 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from loadgen.chart import write_chart
-from loadgen.cli import LoadgenError, Plan, prepare_out_dir
 from loadgen.cluster import end_offsets, ensure_topic
 from loadgen.faults import FaultDriver
 from loadgen.job import STREAM_GRACE_S, JobFailed, Sink, default_tasks, run_batch, run_stream
+from loadgen.plan import LoadgenError, Plan, prepare_out_dir
 from loadgen.progress import ProgressPrinter, records_gained
 from loadgen.report import build_report, load_ledger, summary_lines, write_report
 from loadgen.spark import master_cores, spark_session

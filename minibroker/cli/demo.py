@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import subprocess
 import sys
 import threading
@@ -21,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from minibroker import localcluster
-from minibroker.client import Consumer, Producer
+from minibroker.client import Producer
+from minibroker.client.read_back import read_partition
 from minibroker.core.types import LeaderAndIsr, TopicPartition
 from minibroker.runtime.logging import parse_line
 from minibroker.runtime.waiting import wait_until
@@ -31,10 +33,12 @@ TOPIC = "seeds"
 TP = TopicPartition(TOPIC, 0)
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], cli: Callable[[list[str]], int]
+) -> None:
     p = sub.add_parser("demo", help="the seeds' story on a real cluster, with timings")
     p.add_argument("--dir", type=Path, default=Path(DEMO_DIR))
-    p.set_defaults(func=cmd_demo)
+    p.set_defaults(func=functools.partial(cmd_demo, cli=cli))
 
 
 def _step(title: str) -> None:
@@ -96,21 +100,9 @@ class BackgroundProducer:
         self._thread.join(timeout=60)
 
 
-async def _read_back(bootstrap: list[str]) -> dict[int, bytes | None]:
-    async with Consumer(bootstrap) as consumer:
-        consumer.assign([TP])
-        consumer.seek_to_beginning([TP])
-        end = (await consumer.end_offsets([TP]))[TP]
-        got: dict[int, bytes | None] = {}
-        while await consumer.position(TP) < end:
-            for r in await consumer.poll(timeout_ms=2000):
-                got[r.offset] = r.value
-        return got
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    from minibroker.cli.main import main as cli
-
+def cmd_demo(args: argparse.Namespace, *, cli: Callable[[list[str]], int]) -> int:
+    """The demo, running each step through `cli` (the `minibroker` command's entry point, handed
+    in by it: CLIs are leaves that nothing imports)."""
     demo = Demo(cli, args.dir)
     _step("Start ZooKeeper, 3 brokers and 2 controllers as real processes")
     demo.run("cluster", "up")
@@ -247,7 +239,7 @@ def _story(demo: Demo) -> None:
     load.stop()
     _step("Read everything back and check every acknowledged record")
     alive = [p.address for p in demo.state.by_role("broker") if localcluster.is_alive(p)]
-    got = asyncio.run(_read_back(alive))
+    got = asyncio.run(read_partition(alive, TP))
     lost = [o for o, v in load.acked.items() if got.get(o) != v]
     _note(
         f"{len(load.acked)} records acknowledged with acks=all, {len(lost)} lost, "

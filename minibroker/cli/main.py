@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_parser(sub)
     events.add_parser(sub)
     health.add_parser(sub)
-    demo.add_parser(sub)
+    demo.add_parser(sub, cli=main)
     loadgen.add_parser(sub)
     scenario.add_parser(sub)
     return parser

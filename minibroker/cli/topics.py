@@ -26,16 +26,15 @@ from minibroker.client.admin_zk import (
     election_in_progress,
     election_partitions,
     live_brokers,
-    read_topic,
     read_topic_or_raise,
     request_preferred_replica_election,
+    wait_for_leaders,
 )
 from minibroker.core.errors import ApiError, ErrorCode
 from minibroker.core.topic_config import parse_config_pairs
 from minibroker.core.zk_layout import BrokerRegistration
 from minibroker.localcluster import ClusterError, zk_session
 from minibroker.runtime.waiting import WaitTimeout, wait_until
-from minibroker.runtime.zk_store import ZkStore
 
 DEFAULT_WAIT_TIMEOUT_MS = 30_000
 # A paused broker accepts the connection and never answers: describe gives up on it after this.
@@ -132,7 +131,7 @@ def cmd_create(args: argparse.Namespace) -> int:
             if not (args.if_not_exists and exc.code is ErrorCode.TOPIC_ALREADY_EXISTS):
                 raise
         if args.wait:
-            _wait_for_leaders(zk, args.topic, args.timeout_ms)
+            wait_for_leaders(zk, args.topic, args.timeout_ms)
     return 0
 
 
@@ -211,22 +210,3 @@ def _wait(condition: Callable[[], bool], timeout_ms: int, what: str) -> None:
         wait_until(condition, timeout_s=timeout_ms / 1000, what=what, interval_s=0.1)
     except WaitTimeout:
         raise ClusterError(f"timed out after {timeout_ms} ms waiting for {what}") from None
-
-
-def _wait_for_leaders(zk: ZkStore, topic: str, timeout_ms: int) -> None:
-    """Until every partition's state znode exists with a leader (the controller wrote it)."""
-
-    def leaderless() -> list[int]:
-        info = read_topic(zk, topic)
-        return info.partitions_without_leader() if info is not None else []
-
-    try:
-        wait_until(
-            lambda: not leaderless(), timeout_s=timeout_ms / 1000, what=topic, interval_s=0.1
-        )
-    except WaitTimeout:
-        missing = ",".join(str(p) for p in leaderless())
-        raise ClusterError(
-            f"timed out after {timeout_ms} ms waiting for leaders of topic '{topic}' "
-            f"(partitions without one: {missing}); is a controller running?"
-        ) from None

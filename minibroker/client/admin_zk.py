@@ -30,6 +30,7 @@ from minibroker.core.zk_layout import (
     TopicZNode,
     ZNodeFormatError,
 )
+from minibroker.runtime.waiting import WaitTimeout, wait_until
 from minibroker.runtime.zk_store import ZkNodeExists, ZkNoNode, ZkStore
 
 
@@ -231,3 +232,50 @@ def request_preferred_replica_election(zk: ZkStore, partitions: Iterable[TopicPa
 
 def election_in_progress(zk: ZkStore) -> bool:
     return zk.exists(PreferredReplicaElectionZNode.path) is not None
+
+
+class LeadersTimeout(ClientError):
+    """Some partitions of a new topic got no leader in time (no controller running?)."""
+
+
+def wait_for_leaders(zk: ZkStore, topic: str, timeout_ms: int) -> None:
+    """Until every partition's state znode exists with a leader (the controller wrote it)."""
+
+    def leaderless() -> list[int]:
+        info = read_topic(zk, topic)
+        return info.partitions_without_leader() if info is not None else []
+
+    try:
+        wait_until(
+            lambda: not leaderless(), timeout_s=timeout_ms / 1000, what=topic, interval_s=0.1
+        )
+    except WaitTimeout:
+        missing = ",".join(str(p) for p in leaderless())
+        raise LeadersTimeout(
+            f"timed out after {timeout_ms} ms waiting for leaders of topic '{topic}' "
+            f"(partitions without one: {missing}); is a controller running?"
+        ) from None
+
+
+def ensure_topic(
+    zk: ZkStore,
+    topic: str,
+    partitions: int,
+    replication_factor: int,
+    config: Mapping[str, str],
+    *,
+    wait_timeout_ms: int | None,
+    rng: random.Random,
+) -> bool:
+    """Create the topic unless it exists (Kafka's --if-not-exists), then, with a timeout, wait
+    until every partition has a leader. Whether it was created."""
+    created = True
+    try:
+        create_topic(zk, topic, partitions, replication_factor, config, rng)
+    except ApiError as exc:
+        if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
+            raise
+        created = False
+    if wait_timeout_ms is not None:
+        wait_for_leaders(zk, topic, wait_timeout_ms)
+    return created

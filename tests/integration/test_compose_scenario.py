@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from minibroker.client.consumer import Consumer
 from minibroker.client.producer import Producer
+from minibroker.client.read_back import read_to_high_watermark
 from minibroker.core.types import TopicPartition
 from minibroker.core.zk_layout import TopicZNode
 from minibroker.runtime.clock import now_ms
@@ -76,15 +76,8 @@ class Load:
 
 async def _read_all(bootstrap: list[str]) -> dict[tuple[int, int], bytes | None]:
     tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
-    got: dict[tuple[int, int], bytes | None] = {}
-    async with Consumer(bootstrap) as consumer:
-        consumer.assign(tps)
-        consumer.seek_to_beginning(tps)
-        ends = await consumer.end_offsets(tps)
-        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
-            for r in await consumer.poll(timeout_ms=2000):
-                got[(r.partition, r.offset)] = r.value
-    return got
+    got = await read_to_high_watermark(bootstrap, tps)
+    return {(tp.partition, offset): value for (tp, offset), value in got.items()}
 
 
 class Timeline:

@@ -14,7 +14,8 @@ from typing import Any
 import grpc
 import pytest
 
-from minibroker.client import Consumer, Producer
+from minibroker.client import Producer
+from minibroker.client.read_back import read_partition
 from minibroker.core.errors import ErrorCode
 from minibroker.core.types import LeaderAndIsr, TopicPartition
 from minibroker.rpc import control_pb2, control_pb2_grpc
@@ -89,18 +90,6 @@ class Load:
         return max((b - a for a, b in zip(times, times[1:], strict=False)), default=0.0)
 
 
-async def read_all(bootstrap: list[str]) -> dict[int, bytes | None]:
-    async with Consumer(bootstrap) as consumer:
-        consumer.assign([TP])
-        consumer.seek_to_beginning([TP])
-        end = (await consumer.end_offsets([TP]))[TP]
-        got: dict[int, bytes | None] = {}
-        while await consumer.position(TP) < end:
-            for r in await consumer.poll(timeout_ms=2000):
-                got[r.offset] = r.value
-        return got
-
-
 def metadata_agrees(c: Cluster, alive: list[int], leader: int, epoch: int) -> bool:
     addrs = brokers(c)
     return all(metadata(addrs[b], TOPIC).get(0, (-9, -9, ()))[:2] == (leader, epoch) for b in alive)
@@ -141,7 +130,7 @@ def test_killing_the_leader_elects_the_first_live_isr_replica_and_loses_nothing(
         await load.until(count + 50)  # the producer continues
         load.stop.set()
         await task
-        got = await read_all([brokers(c)[b] for b in alive])
+        got = await read_partition([brokers(c)[b] for b in alive], TP)
         lost = [(o, v) for o, v, _ in load.acked if got.get(o) != v]
         assert lost == [], f"{len(lost)} acknowledged records lost"
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from loadgen.cli import UsageError, build_parser, main, parse_seconds, plan_run
+from loadgen.cli import build_parser, main, parse_seconds
 from loadgen.job import default_tasks, generate, output_schema, spark_error_line
+from loadgen.plan import UsageError, plan_run
 from loadgen.progress import progress_line
 from loadgen.spark import master_cores
 from loadgen.verify import starting_offsets_option
