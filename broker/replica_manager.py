@@ -43,10 +43,12 @@ from minibroker.core.zk_layout import ConfigEntityZNode
 from minibroker.runtime import logging as slog
 from minibroker.runtime.clock import monotonic_ms
 from minibroker.runtime.settings import Settings
-from minibroker.runtime.zk_store import ZkStore
+from minibroker.runtime.zk_store import ZkConnectionError, ZkStore
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+# How long a read done for a controller request waits for ZooKeeper to answer again.
+ZK_READ_PATIENCE_MS = 10_000
 # StopReplica epochs that always pass the check (reference §3.4).
 NO_EPOCH, EPOCH_DURING_DELETE = -1, -2
 
@@ -416,7 +418,16 @@ class ReplicaManager:
                 out[topic] = int(raw) if raw.isdigit() else default
             return out
 
-        return await asyncio.to_thread(read)
+        # Kafka's ZooKeeper client waits until it is connected again: so does this read, for a
+        # while, rather than failing a LeaderAndIsr when a loaded machine drops the connection.
+        deadline = self.now_ms() + ZK_READ_PATIENCE_MS
+        while True:
+            try:
+                return await asyncio.to_thread(read)
+            except ZkConnectionError:
+                if self.now_ms() >= deadline:
+                    raise
+                await asyncio.sleep(0.1)
 
     def update_metadata(
         self,

@@ -65,12 +65,27 @@ class Cluster:
         return [e for e in map(parse_line, text.splitlines()) if e is not None]
 
 
+def _print_errors(d: Path) -> None:
+    """Every ERROR and WARNING event the cluster's processes logged."""
+    from minibroker.runtime.logging import parse_line
+
+    for log in sorted((d / "logs").glob("*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            e = parse_line(line)
+            if e is not None and e.get("level") in ("ERROR", "WARNING"):
+                print(f"{log.stem}: {line[:2000]}")
+
+
 @contextlib.contextmanager
 def running_cluster(d: Path, *up_args: str) -> Iterator[localcluster.ClusterState]:
     """`cluster up` in `d`; on exit `cluster down`, then SIGKILL anything of ours still alive."""
     try:
         cli("cluster", "up", "--dir", str(d), *up_args)
-        yield localcluster.ClusterState.load(d)
+        try:
+            yield localcluster.ClusterState.load(d)
+        except BaseException:
+            _print_errors(d)  # shown with the failure: the processes' logs go with tmp_path
+            raise
     finally:
         if (d / localcluster.STATE_FILE).exists():
             cli("cluster", "down", "--dir", str(d), check=False)
