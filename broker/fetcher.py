@@ -12,10 +12,10 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import grpc
 
+from broker.partition_table import FetcherServices, HostedPartition, PartitionTable
 from broker.replication.truncation import (
     decide_from_epoch_answer,
     decide_out_of_range,
@@ -29,9 +29,6 @@ from minibroker.core.types import TopicPartition
 from minibroker.rpc import broker_pb2, broker_pb2_grpc
 from minibroker.runtime import logging as slog
 from minibroker.runtime.wire import error_from_wire
-
-if TYPE_CHECKING:
-    from broker.replica_manager import HostedPartition, ReplicaManager
 
 NO_ERROR = int(ErrorCode.NONE)
 # A deliberate deviation from Kafka, which waits replica.fetch.backoff.ms after every retriable
@@ -69,20 +66,29 @@ class FetchState:
 
 
 class FollowerFetcher:
-    def __init__(self, rm: ReplicaManager, leader_id: int, address: str) -> None:
-        self.rm = rm
+    def __init__(
+        self,
+        partitions: PartitionTable,
+        services: FetcherServices,
+        leader_id: int,
+        address: str,
+    ) -> None:
+        self.partitions = partitions
+        self.services = services
         self.leader_id = leader_id
         self.address = address
         self.states: dict[TopicPartition, FetchState] = {}
         self._wakeup = asyncio.Event()
-        s = rm.settings
+        s = services.settings
         self.wait_ms = s.get_int("replica.fetch.wait.max.ms")
         self.min_bytes = s.get_int("replica.fetch.min.bytes")
         self.partition_max_bytes = s.get_int("replica.fetch.max.bytes")
         self.response_max_bytes = s.get_int("replica.fetch.response.max.bytes")
         self.backoff_ms = s.get_int("replica.fetch.backoff.ms")
         self.timeout_s = (self.wait_ms + s.get_int("replica.socket.timeout.ms")) / 1000
-        self.mode = truncation_mode(rm.planted_bug)  # leader epochs, unless a test plants a bug
+        self.mode = truncation_mode(
+            services.planted_bug
+        )  # leader epochs, unless a test plants a bug
         self._channel = grpc.aio.insecure_channel(
             address,
             options=[
@@ -109,7 +115,7 @@ class FollowerFetcher:
     def _delay(self, tp: TopicPartition, reason: str, error: ErrorCode | None = None) -> None:
         st = self.states.get(tp)
         if st is not None:
-            st.delayed_until_ms = self.rm.now_ms() + backoff_ms_for(error, self.backoff_ms)
+            st.delayed_until_ms = self.services.now_ms() + backoff_ms_for(error, self.backoff_ms)
             slog.event("follower_backoff", logging.DEBUG, tp=str(tp), reason=reason)
 
     def _fail(self, tp: TopicPartition, error: ErrorCode) -> None:
@@ -141,7 +147,7 @@ class FollowerFetcher:
                 await self._sleep_until_ready()
 
     async def _sleep_until_ready(self) -> None:
-        now = self.rm.now_ms()
+        now = self.services.now_ms()
         delays = [st.delayed_until_ms - now for st in self.states.values()]
         timeout = max(min(delays), 1) / 1000 if delays else None
         self._wakeup.clear()
@@ -149,7 +155,7 @@ class FollowerFetcher:
             await asyncio.wait_for(self._wakeup.wait(), timeout)
 
     def _ready(self, truncating: bool) -> dict[TopicPartition, FetchState]:
-        now = self.rm.now_ms()
+        now = self.services.now_ms()
         return {
             tp: st
             for tp, st in self.states.items()
@@ -171,7 +177,7 @@ class FollowerFetcher:
     async def _truncate(self, states: dict[TopicPartition, FetchState]) -> None:
         asks: dict[TopicPartition, int] = {}
         for tp, st in states.items():
-            hosted = self.rm.partitions.get(tp)
+            hosted = self.partitions.get(tp)
             if hosted is None:
                 self.states.pop(tp, None)
                 continue
@@ -183,7 +189,7 @@ class FollowerFetcher:
                 asks[tp] = epoch
         if not asks:
             return
-        request = broker_pb2.OffsetsForLeaderEpochRequest(replica_id=self.rm.broker_id)
+        request = broker_pb2.OffsetsForLeaderEpochRequest(replica_id=self.services.broker_id)
         for topic in sorted({tp.topic for tp in asks}):
             t = request.topics.add(topic=topic)
             for tp, epoch in asks.items():
@@ -203,7 +209,7 @@ class FollowerFetcher:
         self, tp: TopicPartition, asked: FetchState | None, r: broker_pb2.EpochEndOffset
     ) -> None:
         st = self.states.get(tp)
-        hosted = self.rm.partitions.get(tp)
+        hosted = self.partitions.get(tp)
         if st is None or st is not asked or hosted is None or not st.truncating:
             return  # the partition changed while we waited: drop the answer
         error = error_from_wire(r.error_code)
@@ -247,7 +253,7 @@ class FollowerFetcher:
 
     async def _fetch(self, states: dict[TopicPartition, FetchState]) -> None:
         request = broker_pb2.FetchRequest(
-            replica_id=self.rm.broker_id,
+            replica_id=self.services.broker_id,
             max_wait_ms=self.wait_ms,
             min_bytes=self.min_bytes,
             max_bytes=self.response_max_bytes,
@@ -263,7 +269,7 @@ class FollowerFetcher:
             t = request.topics.add(topic=topic)
             asked = sent[topic] = {}
             for tp, st in by_topic[topic]:
-                hosted = self.rm.partitions.get(tp)
+                hosted = self.partitions.get(tp)
                 if hosted is None:
                     continue
                 t.partitions.add(
@@ -290,7 +296,7 @@ class FollowerFetcher:
         r: broker_pb2.FetchPartitionData,
     ) -> None:
         st = self.states.get(tp)
-        hosted = self.rm.partitions.get(tp)
+        hosted = self.partitions.get(tp)
         if st is not asked or st is None or hosted is None or st.fetch_offset != asked_offset:
             return  # changed while the fetch was in flight
         if r.error_code == NO_ERROR:
@@ -314,15 +320,12 @@ class FollowerFetcher:
         r: broker_pb2.FetchPartitionData,
     ) -> None:
         log, p = hosted.log, hosted.partition
-        if r.records:
-            try:
-                log.append_as_follower(r.records)
-            except RecordError as exc:
-                slog.event("follower_append_failed", logging.WARNING, tp=str(tp), error=str(exc))
-                self._delay(tp, exc.code.name, exc.code)
-                return
-        before = p.high_watermark
-        p.update_follower_high_watermark(r.high_watermark, log)
+        try:
+            before, _ = hosted.append_as_follower(r.records, r.high_watermark)
+        except RecordError as exc:
+            slog.event("follower_append_failed", logging.WARNING, tp=str(tp), error=str(exc))
+            self._delay(tp, exc.code.name, exc.code)
+            return
         st.fetch_offset = log.log_end_offset
         if p.high_watermark != before:
             slog.event(
@@ -359,7 +362,7 @@ class FollowerFetcher:
         )
 
     async def _list_offset(self, tp: TopicPartition, st: FetchState, timestamp: int) -> int | None:
-        request = broker_pb2.ListOffsetsRequest(replica_id=self.rm.broker_id)
+        request = broker_pb2.ListOffsetsRequest(replica_id=self.services.broker_id)
         request.topics.add(name=tp.topic).partitions.add(
             partition_index=tp.partition,
             current_leader_epoch=st.leader_epoch,
@@ -376,19 +379,22 @@ class FollowerFetcher:
 class FetcherManager:
     """One fetcher per leader broker; partitions move between them on LeaderAndIsr."""
 
-    def __init__(self, rm: ReplicaManager) -> None:
-        self.rm = rm
+    def __init__(self, partitions: PartitionTable, services: FetcherServices) -> None:
+        self.partitions = partitions
+        self.services = services
         self.fetchers: dict[int, FollowerFetcher] = {}
         self._stopping: set[asyncio.Future[None]] = set()
 
-    def add_partition(self, leader_id: int, tp: TopicPartition, offset: int, epoch: int) -> None:
-        broker = self.rm.metadata.brokers[leader_id]
+    def add_partition(
+        self, leader_id: int, address: str, tp: TopicPartition, offset: int, epoch: int
+    ) -> None:
+        """Follow `tp` from `leader_id` at `address` (its inter-broker listener)."""
         fetcher = self.fetchers.get(leader_id)
-        if fetcher is not None and fetcher.address != broker.address:
+        if fetcher is not None and fetcher.address != address:
             self._stop_later(self.fetchers.pop(leader_id))
             fetcher = None
         if fetcher is None:
-            fetcher = FollowerFetcher(self.rm, leader_id, broker.address)
+            fetcher = FollowerFetcher(self.partitions, self.services, leader_id, address)
             self.fetchers[leader_id] = fetcher
         fetcher.add(tp, offset, epoch)
 

@@ -8,9 +8,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from broker.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT, write_offsets_checkpoint
+from broker.partition_table import IsrTaskServices, PartitionTable
 from broker.replication.isr_propagation import IsrChangePropagation
 from broker.replication.partition import ProposeIsr
 from minibroker.core.types import TopicPartition
@@ -18,18 +19,16 @@ from minibroker.runtime import logging as slog
 from minibroker.runtime.clock import now_ms
 from minibroker.runtime.zk_store import ZkConnectionError, ZkError
 
-if TYPE_CHECKING:
-    from broker.replica_manager import ReplicaManager
-
 ISR_WRITE_RETRY_S = 0.2
 
 
 class IsrTasks:
-    def __init__(self, rm: ReplicaManager) -> None:
-        self.rm = rm
-        s = rm.settings
+    def __init__(self, partitions: PartitionTable, services: IsrTaskServices) -> None:
+        self.partitions = partitions
+        self.services = services
+        s = services.settings
         self.propagation = IsrChangePropagation(
-            start_ms=rm.now_ms(),
+            start_ms=services.now_ms(),
             blackout_ms=s.get_int("minibroker.isr.change.propagation.blackout.ms"),
             max_delay_ms=s.get_int("minibroker.isr.change.propagation.max.delay.ms"),
         )
@@ -41,7 +40,7 @@ class IsrTasks:
         self._last_checkpoint: dict[TopicPartition, int] | None = None
 
     def start(self) -> None:
-        s = self.rm.settings
+        s = self.services.settings
         lag = s.get_int("replica.lag.time.max.ms")
         self._every(max(lag // 2, 1), self._isr_expiration)
         self._every(
@@ -56,7 +55,7 @@ class IsrTasks:
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if self.rm.first_leader_and_isr.is_set():
+        if self.services.first_leader_and_isr.is_set():
             await self.checkpoint_high_watermarks(force=True)
 
     def _spawn(self, coro: Awaitable[None]) -> None:
@@ -80,8 +79,8 @@ class IsrTasks:
     # ---- ISR shrink and the conditional write --------------------------------------------
 
     def _isr_expiration(self) -> None:
-        now = self.rm.now_ms()
-        for hosted in list(self.rm.partitions.values()):
+        now = self.services.now_ms()
+        for hosted in list(self.partitions.values()):
             proposal = hosted.partition.maybe_shrink_isr(hosted.log.log_end_offset, now)
             if proposal is not None:
                 self.write_isr_soon(proposal)
@@ -110,7 +109,7 @@ class IsrTasks:
             self._isr_writing = False
 
     def _still_ours(self, proposal: ProposeIsr) -> bool:
-        hosted = self.rm.partitions.get(proposal.tp)
+        hosted = self.partitions.get(proposal.tp)
         return hosted is not None and hosted.partition.isr_change_in_flight is proposal
 
     async def _conditional_writes(self, batch: list[ProposeIsr]) -> list[int | None]:
@@ -119,17 +118,17 @@ class IsrTasks:
         and giving up would leave ZooKeeper's ISR (what the controller elects from) and ours
         apart. Each write stays conditional, and a resend finding its own write counts as
         success. Per proposal its new zkVersion, or None (conflict, or given up)."""
-        rm = self.rm
-        give_up_ms = rm.now_ms() + 2 * rm.settings.get_int("zookeeper.session.timeout.ms")
+        svc = self.services
+        give_up_ms = svc.now_ms() + 2 * svc.settings.get_int("zookeeper.session.timeout.ms")
         out: list[int | None] = [None] * len(batch)
         todo = list(range(len(batch)))
         while todo:
             writes = [(batch[i].tp, batch[i].new_state, batch[i].expected_zk_version) for i in todo]
             try:
-                versions = await asyncio.to_thread(rm.store.update_partition_states, writes)
+                versions = await asyncio.to_thread(svc.store.update_partition_states, writes)
             except ZkError as exc:
                 retry = [i for i in todo if self._still_ours(batch[i])]
-                if not isinstance(exc, ZkConnectionError) or rm.now_ms() >= give_up_ms:
+                if not isinstance(exc, ZkConnectionError) or svc.now_ms() >= give_up_ms:
                     retry = []
                 for i in sorted(set(todo) - set(retry)):
                     slog.event(
@@ -153,15 +152,15 @@ class IsrTasks:
 
     def _write_isr(self, proposal: ProposeIsr, new_version: int | None) -> None:
         """Apply one written (or failed) proposal to its partition and log it."""
-        rm = self.rm
-        hosted = rm.partitions.get(proposal.tp)
+        svc = self.services
+        hosted = self.partitions.get(proposal.tp)
         if hosted is None:
             return
         # In assignment order, as the new ISR is written.
         old = hosted.partition.isr
         old_isr = [b for b in hosted.partition.assignment if b in old]
         old_isr += sorted(old - set(old_isr))
-        now = rm.now_ms()
+        now = svc.now_ms()
         # When each replica that leaves or joins last caught up (the shrink rule's input), on
         # the wall clock: the rules' clock is monotonic.
         wall_offset = now_ms() - now
@@ -183,10 +182,10 @@ class IsrTasks:
             "expected_zk_version": proposal.expected_zk_version,
         }
         if new_version is None:
-            rm.metrics.failed_isr_updates.inc()
+            svc.metrics.failed_isr_updates.inc()
             slog.event(f"isr_{proposal.kind}_failed", logging.WARNING, **fields)
             return
-        (rm.metrics.isr_shrinks if proposal.kind == "shrink" else rm.metrics.isr_expands).inc()
+        (svc.metrics.isr_shrinks if proposal.kind == "shrink" else svc.metrics.isr_expands).inc()
         self.propagation.record(proposal.tp, now)
         slog.event(f"isr_{proposal.kind}", zk_version=new_version, **fields)
         if hw_moved:
@@ -196,14 +195,16 @@ class IsrTasks:
                 high_watermark=hosted.partition.high_watermark,
                 cause=f"isr_{proposal.kind}",
             )
-        rm.on_partition_changed(proposal.tp)
+        svc.on_partition_changed(proposal.tp)
 
     async def _propagate_changes(self) -> None:
-        changed = self.propagation.maybe_propagate(self.rm.now_ms())
+        changed = self.propagation.maybe_propagate(self.services.now_ms())
         if not changed:
             return
         try:
-            path = await asyncio.to_thread(self.rm.store.create_isr_change_notification, changed)
+            path = await asyncio.to_thread(
+                self.services.store.create_isr_change_notification, changed
+            )
         except ZkError as exc:
             # Put them back: they go out with the next check.
             for tp in changed:
@@ -217,8 +218,8 @@ class IsrTasks:
     # ---- HW checkpoint (reference §3.5) --------------------------------------------------
 
     async def _hw_checkpoints(self) -> None:
-        await self.rm.first_leader_and_isr.wait()
-        period = self.rm.settings.get_int("replica.high.watermark.checkpoint.interval.ms")
+        await self.services.first_leader_and_isr.wait()
+        period = self.services.settings.get_int("replica.high.watermark.checkpoint.interval.ms")
         while True:
             await asyncio.sleep(period / 1000)
             try:
@@ -233,20 +234,20 @@ class IsrTasks:
         `force`: Kafka rewrites it every interval regardless, but an idle broker with
         thousands of partitions would spend an fsync and a formatted file per second on
         nothing. The last write's entries are kept to tell."""
-        entries = dict(self.rm.checkpointed_hw)
-        entries.update({tp: h.partition.high_watermark for tp, h in self.rm.partitions.items()})
+        entries = dict(self.services.checkpointed_hw)
+        entries.update({tp: h.partition.high_watermark for tp, h in self.partitions.items()})
         if entries == self._last_checkpoint and not force:
             return
-        path = self.rm.log_dir / REPLICATION_OFFSET_CHECKPOINT
+        path = self.services.log_dir / REPLICATION_OFFSET_CHECKPOINT
         await asyncio.to_thread(write_offsets_checkpoint, path, entries)
         self._last_checkpoint = entries
 
     # ---- gauges --------------------------------------------------------------------------
 
     def _update_gauges(self) -> None:
-        m = self.rm.metrics
-        led = [h.partition for h in self.rm.partitions.values() if h.partition.is_leader]
-        m.partition_count.set(len(self.rm.partitions))
+        m = self.services.metrics
+        led = [h.partition for h in self.partitions.values() if h.partition.is_leader]
+        m.partition_count.set(len(self.partitions))
         m.leader_count.set(len(led))
         m.under_replicated.set(sum(1 for p in led if p.under_replicated()))
         m.under_min_isr.set(sum(1 for p in led if len(p.isr) < p.min_insync_replicas))

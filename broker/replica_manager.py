@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 from broker.delayed import DelayedFetch, DelayedProduce
@@ -20,9 +19,15 @@ from broker.fetcher import FetcherManager
 from broker.isr_tasks import IsrTasks
 from broker.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT, load_offsets_checkpoint
 from broker.log.layout import open_log, partition_dir
-from broker.log.log import Log, OffsetOutOfRange
+from broker.log.log import OffsetOutOfRange
 from broker.metadata_cache import LiveBroker, MetadataCache, PartitionMetadata
 from broker.metrics import BrokerMetrics
+from broker.partition_table import (
+    FetcherServices,
+    HostedPartition,
+    IsrTaskServices,
+    PartitionTable,
+)
 from broker.purgatory import Purgatory
 from broker.replication.partition import Partition
 from broker.types import (
@@ -53,12 +58,6 @@ ZK_READ_PATIENCE_MS = 10_000
 NO_EPOCH, EPOCH_DURING_DELETE = -1, -2
 
 
-@dataclass
-class HostedPartition:
-    partition: Partition
-    log: Log
-
-
 class ReplicaManager:
     def __init__(
         self,
@@ -74,7 +73,7 @@ class ReplicaManager:
         self.log_dir = log_dir
         self.store = store
         self.metrics = metrics
-        self.partitions: dict[TopicPartition, HostedPartition] = {}
+        self.partitions: PartitionTable = {}
         self.metadata = MetadataCache()
         self.controller_epoch = 0
         self.broker_epoch = -1
@@ -103,8 +102,21 @@ class ReplicaManager:
                 error=unreadable,
                 action="high watermarks start at 0 and are learned again from the leaders",
             )
-        self.fetchers = FetcherManager(self)
-        self.isr = IsrTasks(self)
+        services = FetcherServices(broker_id, settings, self.planted_bug, self.now_ms)
+        self.fetchers = FetcherManager(self.partitions, services)
+        self.isr = IsrTasks(
+            self.partitions,
+            IsrTaskServices(
+                settings=settings,
+                metrics=metrics,
+                store=store,
+                log_dir=log_dir,
+                now_ms=self.now_ms,
+                first_leader_and_isr=self.first_leader_and_isr,
+                checkpointed_hw=self.checkpointed_hw,
+                on_partition_changed=self.on_partition_changed,
+            ),
+        )
 
     @staticmethod
     def now_ms() -> int:
@@ -361,7 +373,11 @@ class ReplicaManager:
         self.on_partition_changed(item.tp)  # waiting produces answer NOT_LEADER_OR_FOLLOWER
         # Every epoch change starts with truncation (KAFKA-7164), from the local HW.
         self.fetchers.add_partition(
-            leader, item.tp, hosted.partition.high_watermark, item.state.leader_epoch
+            leader,
+            self.metadata.brokers[leader].address,
+            item.tp,
+            hosted.partition.high_watermark,
+            item.state.leader_epoch,
         )
         slog.event(
             "became_follower",

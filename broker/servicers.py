@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from broker.metadata_cache import LiveBroker, PartitionMetadata
-from broker.replica_manager import HostedPartition, ReplicaManager
+from broker.partition_table import HostedPartition
+from broker.replica_manager import ReplicaManager
 from broker.replication.partition import PartitionState
 from broker.types import (
     CONSUMER_REPLICA_ID,

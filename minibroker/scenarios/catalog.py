@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import difflib
 
-from minibroker.scenarios import catalog_network, catalog_process, catalog_special
+import minibroker.scenarios.catalog_network as catalog_network
+import minibroker.scenarios.catalog_process as catalog_process
+import minibroker.scenarios.catalog_special as catalog_special
 from minibroker.scenarios.scenario import Scenario
 
 SCENARIOS: dict[str, Scenario] = {

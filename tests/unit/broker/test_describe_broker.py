@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from broker.log.log import Log
-from broker.replica_manager import HostedPartition
+from broker.partition_table import HostedPartition
 from broker.replication.leader_epoch import LeaderEpochCache
 from broker.replication.partition import Partition, PartitionState
 from broker.servicers import replica_description

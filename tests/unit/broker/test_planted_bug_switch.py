@@ -56,7 +56,8 @@ def test_the_fetcher_truncates_as_the_setting_says(
     tmp_path: Path, bug: str, mode: TruncationMode
 ) -> None:
     async def fetcher_mode() -> TruncationMode:
-        fetcher = FollowerFetcher(replica_manager(tmp_path, bug), 2, "127.0.0.1:1")
+        rm = replica_manager(tmp_path, bug)
+        fetcher = FollowerFetcher(rm.partitions, rm.fetchers.services, 2, "127.0.0.1:1")
         try:
             return fetcher.mode
         finally:
