@@ -146,7 +146,7 @@ class CpuMeter:
 
 def free_ports(count: int) -> list[int]:
     """`count` distinct loopback ports free right now (the local cluster's own way)."""
-    return localcluster._free_ports(count)
+    return localcluster.free_ports(count)
 
 
 def spawn(args: list[str], **kwargs: object) -> subprocess.Popen[bytes]:

@@ -117,7 +117,7 @@ async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 
 async def raw_link() -> None:
-    listen, target = localcluster._free_ports(2)
+    listen, target = localcluster.free_ports(2)
     server = await asyncio.start_server(_echo, "127.0.0.1", target)
     proxy = FaultProxy([LinkSpec("client", "broker-1", listen, target)])
     await proxy.start()

@@ -92,11 +92,11 @@ def test_pinned_ports_and_the_event_timeline(tmp_path: Path) -> None:
     from minibroker import localcluster
 
     # broker N listens on base+N-1: find a base whose next three ports are free
-    zk_port = localcluster._free_ports(1)[0]
+    zk_port = localcluster.free_ports(1)[0]
     base = next(
         b
-        for b in localcluster._free_ports(20)
-        if b != zk_port and all(localcluster._port_free(b + i) for i in range(3))
+        for b in localcluster.free_ports(20)
+        if b != zk_port and all(localcluster.port_free(b + i) for i in range(3))
     )
     d = tmp_path / "pinned"
     pins = ["--zk-port", str(zk_port), "--broker-port-base", str(base)]

@@ -245,7 +245,7 @@ def test_errors_name_the_topic_or_the_bootstrap(c: Cluster, spark: SparkSession)
             "append"
         ).options(bootstrap=bootstrap, topic="nosuchtopic", **fast).save()
 
-    closed = f"127.0.0.1:{localcluster._free_ports(1)[0]}"
+    closed = f"127.0.0.1:{localcluster.free_ports(1)[0]}"
     with pytest.raises(Exception, match=f"cannot reach any broker at {closed}"):
         spark.range(3).selectExpr("cast(id as string) as value").write.format("minibroker").mode(
             "append"

@@ -29,7 +29,7 @@ def _two_listeners(c: Cluster) -> dict[str, int]:
     state = c.reload()
     programs = [p for p in state.processes if p.role in ("broker", "controller")]
     external = dict(
-        zip((p.name for p in programs), localcluster._free_ports(len(programs)), strict=True)
+        zip((p.name for p in programs), localcluster.free_ports(len(programs)), strict=True)
     )
     for p in programs:  # stopped first: the state file must name what runs
         localcluster.send(state, p.name, "stop")

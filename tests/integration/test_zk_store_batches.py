@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def zk(tmp_path: Path) -> Iterator[ZkStore]:
-    port = localcluster._free_ports(1)[0]
+    port = localcluster.free_ports(1)[0]
     cfg = zk_server.write_config(tmp_path / "zk", port)
     server = subprocess.Popen(
         zk_server.command(zk_server.find_zookeeper(), cfg, tmp_path),

@@ -13,7 +13,7 @@ import pytest
 
 from minibroker.faultproxy.engine import FaultProxy
 from minibroker.faultproxy.model import FaultRequest, LinkSpec
-from minibroker.localcluster import _free_ports
+from minibroker.localcluster import free_ports
 
 Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
@@ -29,7 +29,7 @@ async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 @contextlib.asynccontextmanager
 async def proxied_echo(up: bool = True) -> AsyncIterator[tuple[FaultProxy, int]]:
     """A proxy with one link, client->broker-1, to an echo server (none when not `up`)."""
-    listen, target = _free_ports(2)
+    listen, target = free_ports(2)
     server = await asyncio.start_server(_echo, "127.0.0.1", target) if up else None
     proxy = FaultProxy([LinkSpec("client", "broker-1", listen, target)])
     await proxy.start()
@@ -213,7 +213,7 @@ def test_a_target_that_is_down_resets_the_client() -> None:
 def test_a_port_in_use_fails_the_start_and_closes_the_rest() -> None:
     async def test() -> None:
         async with proxied_echo() as (_, port):
-            free = _free_ports(1)[0]
+            free = free_ports(1)[0]
             clash = FaultProxy(
                 [LinkSpec("client", "broker-2", free, 1), LinkSpec("client", "broker-3", port, 1)]
             )

@@ -16,11 +16,11 @@ from minibroker.faultproxy import LinkSpec
 from minibroker.faultproxy.client import FaultProxyClient, FaultProxyError
 from minibroker.faultproxy.engine import FaultProxy
 from minibroker.faultproxy.service import serve
-from minibroker.localcluster import _free_ports
+from minibroker.localcluster import free_ports
 
 
 def specs() -> list[LinkSpec]:
-    ports = iter(_free_ports(4))
+    ports = iter(free_ports(4))
     return [
         LinkSpec("broker-1", "broker-2", next(ports), 1),
         LinkSpec("broker-2", "broker-1", next(ports), 1),
@@ -88,7 +88,7 @@ def test_the_client_drives_the_control_service(caplog: pytest.LogCaptureFixture)
 
 
 def test_an_unreachable_proxy_is_a_one_line_error() -> None:
-    client = FaultProxyClient(f"127.0.0.1:{_free_ports(1)[0]}", timeout_s=0.5)
+    client = FaultProxyClient(f"127.0.0.1:{free_ports(1)[0]}", timeout_s=0.5)
     with client, pytest.raises(FaultProxyError, match="Links: (UNAVAILABLE|DEADLINE_EXCEEDED)"):
         client.links()
 

@@ -1,0 +1,216 @@
+"""What `cluster up` will start: free ports, each node's command line and settings (from
+minibroker/topology.py), and the fault proxy's links when asked for."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from minibroker import topology
+from minibroker.faultproxy.model import LinkSpec
+from minibroker.localcluster.state import (
+    CONTROLLER_ID_BASE,
+    FAULT_PROXY,
+    HOST,
+    LINKS_FILE,
+    ClusterError,
+    ClusterState,
+    ProcessInfo,
+)
+from minibroker.runtime import zk_server
+from minibroker.runtime.settings import Settings
+
+
+def free_ports(count: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind((HOST, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _ports_below_ephemeral(count: int) -> list[int]:
+    """`count` free ports just below the kernel's ephemeral range. A proxied cluster reserves
+    some 60 ports a second or two before its processes bind them; in the ephemeral range any
+    process's connect() or bind(0) may take one meanwhile, below it none does. The scan starts
+    at an offset of our pid, so plans made at the same time rarely meet."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return free_ports(count)
+    first = max(1024, low - 10_000)
+    span = low - first
+    out: list[int] = []
+    for i in range(span):
+        port = first + (os.getpid() * 7919 + i) % span
+        if port_free(port):
+            out.append(port)
+            if len(out) == count:
+                return out
+    return free_ports(count)
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def _program_cmd(
+    program: str, node_args: list[str], state: ClusterState, zk_connect: str = ""
+) -> list[str]:
+    cmd = [sys.executable, "-m", program, *node_args, "--zk", zk_connect or state.zk_connect]
+    cmd += ["--profile", state.profile]
+    for o in state.overrides:
+        cmd += ["--set", o]
+    return cmd
+
+
+def plan(
+    cluster_dir: Path,
+    *,
+    brokers: int,
+    controllers: int,
+    overrides: Sequence[str],
+    profile: str,
+    zk_port: int | None,
+    broker_port_base: int | None,
+    proxy: bool = False,
+) -> ClusterState:
+    """The processes of a cluster, their ports, dirs and command lines (nothing started).
+    With `proxy`, a fault proxy carries every link (topology.proxied_settings): a broker's
+    recorded port is then the proxy's port of its client link, what clients use."""
+    if brokers < 1 or controllers < 1:
+        raise ClusterError("a cluster needs at least one broker and one controller")
+    if brokers >= CONTROLLER_ID_BASE:
+        raise ClusterError(
+            f"at most {CONTROLLER_ID_BASE - 1} brokers (controller ids start at 101)"
+        )
+    Settings.load(profile=profile, overrides=overrides)  # validate before starting anything
+    d = cluster_dir.resolve()
+    all_nodes = topology.nodes(brokers, controllers)
+    links = topology.proxy_links(all_nodes) if proxy else []
+    listeners = sum(len(topology.node_listeners(n, all_nodes)) for n in all_nodes) if proxy else 0
+    count = 2 + 2 * (brokers + controllers) + len(links) + listeners
+    free = iter(_ports_below_ephemeral(count) if proxy else free_ports(count))
+    zk_port = zk_port or next(free)
+    state = ClusterState(dir=str(d), zk_connect=f"{HOST}:{zk_port}", profile=profile)
+    state.overrides = list(overrides)
+    install = zk_server.find_zookeeper()
+    zk_dir = d / "zookeeper"
+    zk_cfg = zk_dir / "zoo.cfg"
+    state.processes.append(
+        ProcessInfo(
+            name="zookeeper",
+            role="zookeeper",
+            id=None,
+            host=HOST,
+            port=zk_port,
+            data_dir=str(zk_dir),
+            log_file=str(d / "logs" / "zookeeper.log"),
+            cmd=zk_server.command(install, zk_cfg, d / "logs"),
+        )
+    )
+
+    link_ports: dict[tuple[str, str], int] = {}
+    if proxy:
+        link_ports = _plan_fault_proxy(state, links, free, broker_port_base)
+    # (source, target) -> the port the proxy forwards that link to: the target's listener
+    # for that source, or ZooKeeper's client port.
+    targets = {(src, dst): zk_port for src, dst in links if dst == topology.ZOOKEEPER}
+
+    # Names, ids and arguments come from the topology shared with deploy/docker-compose.yml;
+    # only the ports (free ones) and the loopback listeners are this mode's own.
+    for node in all_nodes:
+        port, metrics_port, settings = _node_settings(
+            node, all_nodes, free, broker_port_base, link_ports, targets
+        )
+        zk_connect = settings.get("zookeeper.connect", "")  # proxied: the node's own link
+        args = topology.node_args(node, str(d / node.name / "data"), settings)
+        state.processes.append(
+            ProcessInfo(
+                metrics_port=metrics_port,
+                name=node.name,
+                role=node.role,
+                id=node.node_id,
+                host=HOST,
+                port=port,
+                data_dir=str(d / node.name),
+                log_file=str(d / "logs" / f"{node.name}.log"),
+                cmd=_program_cmd(node.program, args, state, zk_connect),
+            )
+        )
+    state.proxy_links = [
+        LinkSpec(src, dst, link_ports[(src, dst)], targets[(src, dst)]).to_json()
+        for src, dst in links
+    ]
+    return state
+
+
+def _node_settings(
+    node: topology.Node,
+    all_nodes: list[topology.Node],
+    free: Iterator[int],
+    broker_port_base: int | None,
+    link_ports: dict[tuple[str, str], int],
+    targets: dict[tuple[str, str], int],
+) -> tuple[int, int, dict[str, str]]:
+    """A node's recorded port, metrics port and deployment settings: one PLAINTEXT listener,
+    or with the proxy (`link_ports`) one listener per source, each recorded in `targets` as
+    where the proxy forwards that source's link."""
+    if not link_ports:
+        port = next(free)
+        if node.role == "broker" and broker_port_base:
+            port = broker_port_base + node.index - 1
+        metrics_port = next(free)
+        return port, metrics_port, topology.process_settings(node, HOST, port, metrics_port)
+    metrics_port = next(free)
+    own = topology.node_listeners(node, all_nodes)
+    listen = {listener: next(free) for listener, _ in own}
+    targets.update({(src, node.name): listen[n] for n, src in own if src is not None})
+    settings = topology.proxied_settings(node, all_nodes, HOST, listen, link_ports, metrics_port)
+    return link_ports[(topology.CLIENT_SOURCE, node.name)], metrics_port, settings
+
+
+def _plan_fault_proxy(
+    state: ClusterState,
+    links: list[tuple[str, str]],
+    free: Iterator[int],
+    broker_port_base: int | None,
+) -> dict[tuple[str, str], int]:
+    """Add the fault proxy's process to `state`; the proxy's port of every link. The pinned
+    broker ports (--broker-port-base) are those of the client links: what clients dial."""
+    d = Path(state.dir)
+    control_port = next(free)
+    proxy_dir = d / FAULT_PROXY
+    cmd = [sys.executable, "-m", "minibroker.faultproxy", "--links", str(proxy_dir / LINKS_FILE)]
+    state.processes.append(
+        ProcessInfo(
+            name=FAULT_PROXY,
+            role=FAULT_PROXY,
+            id=None,
+            host=HOST,
+            port=control_port,
+            data_dir=str(proxy_dir),
+            log_file=str(d / "logs" / f"{FAULT_PROXY}.log"),
+            cmd=[*cmd, "--port", str(control_port), "--name", FAULT_PROXY],
+        )
+    )
+    ports = {}
+    for src, dst in links:
+        if src == topology.CLIENT_SOURCE and dst.startswith("broker-") and broker_port_base:
+            ports[(src, dst)] = broker_port_base + int(dst.removeprefix("broker-")) - 1
+        else:
+            ports[(src, dst)] = next(free)
+    return ports

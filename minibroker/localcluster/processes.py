@@ -1,0 +1,113 @@
+"""Our processes by PID: launched detached (own session, one log file each), signalled only
+after checking the PID still runs the command we started, and reaped."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from minibroker.localcluster.state import ProcessInfo
+
+
+def _proc_state(pid: int) -> str | None:
+    """The kernel's one-letter state of a process, or None if there is none."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def _reap(pid: int) -> None:
+    # Collect our own exited children so they do not linger as zombies.
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def _parent_pid(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def _runs_our_command(info: ProcessInfo) -> bool:
+    try:
+        cmdline = Path(f"/proc/{info.pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    if not cmdline:
+        # Our child mid-exec: Popen returns once the exec closed its close-on-exec pipe, but
+        # the kernel fills in the new image's arguments a little later (under load, long
+        # enough for a start-up check to take the process for dead).
+        return _parent_pid(info.pid) == os.getpid()
+    return cmdline.rstrip(b"\0").split(b"\0") == [c.encode() for c in info.cmd]
+
+
+def process_state(info: ProcessInfo) -> str:
+    """ "running", "paused", or "dead" (exited, a zombie, or the PID now runs something else)."""
+    if info.pid <= 0:
+        return "dead"
+    _reap(info.pid)
+    state = _proc_state(info.pid)
+    if state is None or state in ("Z", "X") or not _runs_our_command(info):
+        return "dead"
+    return "paused" if state in ("T", "t") else "running"
+
+
+def is_alive(info: ProcessInfo) -> bool:
+    return process_state(info) != "dead"
+
+
+def _signal(info: ProcessInfo, sig: signal.Signals) -> bool:
+    """Send `sig` to the process if it is still ours; whether it was sent."""
+    if not is_alive(info):
+        return False
+    try:
+        os.kill(info.pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _wait_dead(infos: Sequence[ProcessInfo], timeout_s: float) -> list[ProcessInfo]:
+    deadline = time.monotonic() + timeout_s
+    alive = [p for p in infos if is_alive(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [p for p in alive if is_alive(p)]
+    return alive
+
+
+# ---- starting processes ---------------------------------------------------------------------
+
+
+def _launch(info: ProcessInfo) -> None:
+    Path(info.log_file).parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.pop("MINIBROKER_PROFILE", None)
+    with open(info.log_file, "ab") as log:
+        proc = subprocess.Popen(
+            info.cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=info.data_dir,
+            env=env,
+            start_new_session=True,  # survives the CLI; never gets the terminal's Ctrl-C
+        )
+    info.pid = proc.pid
+
+
+def log_tail(info: ProcessInfo, lines: int = 15) -> str:
+    try:
+        text = Path(info.log_file).read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
