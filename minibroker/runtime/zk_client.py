@@ -1,0 +1,236 @@
+"""A typed ZooKeeper session (through kazoo): connection, reads, writes, pipelined batches,
+watches and a walk of the tree. Kafka's own znode operations are in zk_store.py.
+
+Calls block: asyncio shells run them with `asyncio.to_thread`. Callbacks (session state,
+watches) run on kazoo's threads; shells hand them to their loop with `call_soon_threadsafe`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from kazoo import exceptions as kz_exc
+from kazoo.client import KazooClient, KazooState
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
+
+from minibroker.runtime.zk_errors import (
+    Node,
+    SessionState,
+    Stat,
+    ZkConnectionError,
+    ZkNoNode,
+    call_mapped,
+    mapped_error,
+    stat_of,
+)
+
+log = logging.getLogger(__name__)
+
+# Kafka's zookeeper.max.in.flight.requests default (reference §7.1): how many pipelined
+# requests may be unanswered at once.
+MAX_IN_FLIGHT_REQUESTS = 10
+
+
+class ZkClient:
+    """A typed ZooKeeper session for one process."""
+
+    def __init__(
+        self,
+        connect: str,
+        *,
+        session_timeout_ms: int,
+        connection_timeout_ms: int | None = None,
+        max_in_flight_requests: int = MAX_IN_FLIGHT_REQUESTS,
+    ) -> None:
+        self.connect = connect
+        self.session_timeout_ms = session_timeout_ms
+        self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
+        self.max_in_flight_requests = max(1, max_in_flight_requests)
+        self._client = KazooClient(
+            hosts=connect,
+            timeout=session_timeout_ms / 1000.0,
+            connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
+            logger=logging.getLogger("kazoo.client"),
+        )
+
+    # ---- session -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        try:
+            self._client.start(timeout=self.connection_timeout_ms / 1000.0)
+        except KazooTimeoutError:
+            self._client.stop()
+            self._client.close()
+            raise ZkConnectionError(
+                f"could not connect to ZooKeeper at {self.connect} within "
+                f"{self.connection_timeout_ms} ms"
+            ) from None
+
+    def stop(self) -> None:
+        """Close the session: ZooKeeper deletes this session's ephemeral nodes at once."""
+        try:
+            self._client.stop()
+        finally:
+            self._client.close()
+
+    @property
+    def session_id(self) -> int | None:
+        cid = self._client.client_id
+        return int(cid[0]) if cid else None
+
+    @property
+    def connected(self) -> bool:
+        return bool(self._client.connected)
+
+    def add_state_listener(self, callback: Callable[[SessionState], None]) -> None:
+        """Call `callback` (on a kazoo thread) on every connection state change."""
+        states = {
+            KazooState.CONNECTED: SessionState.CONNECTED,
+            KazooState.SUSPENDED: SessionState.SUSPENDED,
+            KazooState.LOST: SessionState.LOST,
+        }
+
+        def listener(state: Any) -> None:
+            callback(states[state])
+
+        self._client.add_listener(listener)
+
+    # ---- plain operations --------------------------------------------------------------------
+
+    def get(self, path: str) -> tuple[bytes | None, Stat]:
+        data, stat = call_mapped(self._client.get, path)
+        return data, stat_of(stat)
+
+    def get_or_none(self, path: str) -> tuple[bytes | None, Stat] | None:
+        try:
+            return self.get(path)
+        except ZkNoNode:
+            return None
+
+    def _pipelined(self, calls: Iterable[Callable[[], Any]]) -> list[Any]:
+        """Start each async kazoo call, with at most `max_in_flight_requests` unanswered at a
+        time (as Kafka's ZooKeeperClient pipelines its batches), so many requests cost about
+        one round trip each `max_in_flight_requests`. Returns, in order, each call's value or
+        the kazoo exception it failed with."""
+        outcomes: list[Any] = []
+        window: deque[Any] = deque()
+
+        def settle(result: Any) -> None:
+            try:
+                outcomes.append(result.get())
+            except kz_exc.KazooException as exc:
+                outcomes.append(exc)
+
+        for call in calls:
+            if len(window) >= self.max_in_flight_requests:
+                settle(window.popleft())
+            window.append(call())
+        while window:
+            settle(window.popleft())
+        return outcomes
+
+    def get_many(self, paths: Iterable[str]) -> dict[str, tuple[bytes | None, Stat] | None]:
+        """Read many znodes pipelined (see `_pipelined`): thousands of partition states in tens
+        of milliseconds, not one round trip each. A missing znode maps to None; any other
+        failure raises as `get` does."""
+        wanted = list(paths)
+        outcomes = self._pipelined(functools.partial(self._client.get_async, p) for p in wanted)
+        out: dict[str, tuple[bytes | None, Stat] | None] = {}
+        for path, outcome in zip(wanted, outcomes, strict=True):
+            if isinstance(outcome, kz_exc.NoNodeError):
+                out[path] = None
+            elif isinstance(outcome, Exception):
+                raise mapped_error(outcome) from outcome
+            else:
+                out[path] = (outcome[0], stat_of(outcome[1]))
+        return out
+
+    def exists(self, path: str) -> Stat | None:
+        stat = call_mapped(self._client.exists, path)
+        return stat_of(stat) if stat is not None else None
+
+    def children(self, path: str) -> list[str]:
+        return sorted(call_mapped(self._client.get_children, path))
+
+    def children_with_stat(self, path: str) -> tuple[list[str], Stat]:
+        """The children and the parent's stat, read together (its cversion counts changes)."""
+        children, stat = call_mapped(self._client.get_children, path, include_data=True)
+        return sorted(children), stat_of(stat)
+
+    def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequential: bool = False,
+        makepath: bool = False,
+    ) -> str:
+        """Create a znode; returns its path (with the sequence suffix for sequential ones)."""
+        created: str = call_mapped(
+            self._client.create,
+            path,
+            data,
+            ephemeral=ephemeral,
+            sequence=sequential,
+            makepath=makepath,
+        )
+        return created
+
+    def set(self, path: str, data: bytes, version: int = -1) -> Stat:
+        """Set data; with `version` >= 0 only if the znode is at that version, else ZkBadVersion."""
+        return stat_of(call_mapped(self._client.set, path, data, version=version))
+
+    def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
+        call_mapped(self._client.delete, path, version=version, recursive=recursive)
+
+    def ensure_paths(self, paths: Iterable[str]) -> None:
+        for path in paths:
+            call_mapped(self._client.ensure_path, path)
+
+    # ---- Kafka's compound writes -------------------------------------------------------------
+
+    # ---- watches -----------------------------------------------------------------------------
+
+    def watch_data(self, path: str, callback: Callable[[bytes | None, Stat | None], None]) -> None:
+        """Call `callback(data, stat)` now and whenever the znode changes, appears or goes away
+        (data and stat are None while it does not exist). Survives session expiry."""
+
+        def fn(data: bytes | None, stat: Any, _event: Any = None) -> None:
+            callback(data, stat_of(stat) if stat is not None else None)
+
+        self._client.DataWatch(path, fn)
+
+    def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> None:
+        """Call `callback(children)` now and whenever the child list of `path` changes."""
+
+        def fn(children: list[str]) -> None:
+            callback(sorted(children))
+
+        self._client.ChildrenWatch(path, fn)
+
+    # ---- inspection --------------------------------------------------------------------------
+
+    def walk(self, root: str = "/", *, skip: tuple[str, ...] = ("/zookeeper",)) -> Iterator[Node]:
+        """Every znode under `root` (depth first, children sorted), with data and stat."""
+        stack = [root]
+        while stack:
+            path = stack.pop()
+            if path in skip:
+                continue
+            got = self.get_or_none(path)
+            if got is None:
+                continue
+            data, stat = got
+            yield Node(path, data, stat)
+            try:
+                kids = self.children(path)
+            except ZkNoNode:
+                continue
+            prefix = "" if path == "/" else path
+            stack.extend(f"{prefix}/{k}" for k in reversed(kids))
