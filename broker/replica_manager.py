@@ -17,11 +17,11 @@ from pathlib import Path
 from broker.delayed import DelayedFetch, DelayedProduce
 from broker.fetcher import FetcherManager
 from broker.isr_tasks import IsrTasks
-from broker.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT, load_offsets_checkpoint
-from broker.log.layout import open_log, partition_dir
+from broker.log.layout import partition_dir
 from broker.log.log import OffsetOutOfRange
 from broker.metadata_cache import LiveBroker, MetadataCache, PartitionMetadata
 from broker.metrics import BrokerMetrics
+from broker.partition_opener import PartitionOpener, load_checkpointed_high_watermarks
 from broker.partition_table import (
     FetcherServices,
     HostedPartition,
@@ -30,6 +30,7 @@ from broker.partition_table import (
 )
 from broker.purgatory import Purgatory
 from broker.replication.partition import Partition
+from broker.role_changes import make_follower, make_leader
 from broker.types import (
     ControlHeader,
     EpochEndOffsetResult,
@@ -44,16 +45,13 @@ from broker.types import (
 from minibroker.core.errors import ErrorCode
 from minibroker.core.records import RecordError
 from minibroker.core.types import TopicPartition
-from minibroker.core.zk_layout import ConfigEntityZNode
 from minibroker.runtime import logging as slog
 from minibroker.runtime.clock import monotonic_ms
 from minibroker.runtime.settings import Settings
-from minibroker.runtime.zk_store import ZkConnectionError, ZkStore
+from minibroker.runtime.zk_store import ZkStore
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
-# How long a read done for a controller request waits for ZooKeeper to answer again.
-ZK_READ_PATIENCE_MS = 10_000
 # StopReplica epochs that always pass the check (reference §3.4).
 NO_EPOCH, EPOCH_DURING_DELETE = -1, -2
 
@@ -79,7 +77,6 @@ class ReplicaManager:
         self.broker_epoch = -1
         self.produce_purgatory: Purgatory[dict[TopicPartition, ProduceResult]] = Purgatory()
         self.fetch_purgatory: Purgatory[dict[TopicPartition, FetchPartitionResult]] = Purgatory()
-        self.lag_ms = settings.get_int("replica.lag.time.max.ms")
         # TEST ONLY: a known-wrong rule for the checkers to catch (minibroker.core.planted_bugs).
         self.planted_bug = settings.planted_bug
         if self.planted_bug.enabled:
@@ -92,18 +89,19 @@ class ReplicaManager:
         self.first_leader_and_isr = asyncio.Event()
         # HWs read at start-up, kept for partitions not hosted (yet) so a checkpoint rewrite
         # does not forget them (Kafka keeps every log of the dir in its checkpoint).
-        checkpoint = log_dir / REPLICATION_OFFSET_CHECKPOINT
-        self.checkpointed_hw, unreadable = load_offsets_checkpoint(checkpoint)
-        if unreadable is not None:
-            slog.event(
-                "checkpoint_discarded",
-                logging.WARNING,
-                file=str(checkpoint),
-                error=unreadable,
-                action="high watermarks start at 0 and are learned again from the leaders",
-            )
+        self.checkpointed_hw = load_checkpointed_high_watermarks(log_dir)
         services = FetcherServices(broker_id, settings, self.planted_bug, self.now_ms)
         self.fetchers = FetcherManager(self.partitions, services)
+        self.opener = PartitionOpener(
+            settings=settings,
+            broker_id=broker_id,
+            log_dir=log_dir,
+            store=store,
+            partitions=self.partitions,
+            checkpointed_hw=self.checkpointed_hw,
+            planted_bug=self.planted_bug,
+            now_ms=self.now_ms,
+        )
         self.isr = IsrTasks(
             self.partitions,
             IsrTaskServices(
@@ -319,14 +317,14 @@ class ReplicaManager:
         top = self.check_control_header(header)
         if top is not ErrorCode.NONE:
             return top, {p.tp: top for p in partitions}
-        min_isr = await self._min_insync_replicas({p.tp.topic for p in partitions})
+        min_isr = await self.opener.min_insync_replicas({p.tp.topic for p in partitions})
         errors: dict[TopicPartition, ErrorCode] = {}
         accepted: list[LeaderAndIsrPartition] = []
         for item in partitions:
             if self.broker_id not in item.state.replicas:
                 errors[item.tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            hosted = await self._get_or_create(item.tp)
+            hosted = await self.opener.get_or_create(item.tp)
             hosted.partition.min_insync_replicas = min_isr[item.tp.topic]
             if item.state.leader_epoch > hosted.partition.leader_epoch:
                 accepted.append(item)
@@ -335,115 +333,14 @@ class ReplicaManager:
                 # Stale or equal leader epoch: ignored (reference §3.3, pitfall 16).
                 errors[item.tp] = ErrorCode.STALE_CONTROLLER_EPOCH
         for item in accepted:
+            hosted = self.partitions[item.tp]
             if item.state.leader == self.broker_id:
-                self._make_leader(item)
+                make_leader(hosted, item, self.fetchers, self.now_ms())
+                self.on_partition_changed(item.tp)
             else:
-                self._make_follower(item)
+                make_follower(hosted, item, self.fetchers, self.metadata, self.on_partition_changed)
         self.first_leader_and_isr.set()
         return ErrorCode.NONE, errors
-
-    def _make_leader(self, item: LeaderAndIsrPartition) -> None:
-        hosted = self.partitions[item.tp]
-        self.fetchers.remove_partitions([item.tp])
-        was = hosted.partition.leader_id
-        hosted.partition.make_leader(item.state, hosted.log, self.now_ms())
-        slog.event(
-            "became_leader",
-            tp=str(item.tp),
-            leader_epoch=item.state.leader_epoch,
-            isr=list(item.state.isr),
-            previous_leader=was,
-            epoch_start_offset=hosted.partition.leader_epoch_start_offset,
-            high_watermark=hosted.partition.high_watermark,
-        )
-        self.on_partition_changed(item.tp)
-
-    def _make_follower(self, item: LeaderAndIsrPartition) -> None:
-        hosted = self.partitions[item.tp]
-        leader = item.state.leader
-        if not self.metadata.is_alive(leader):
-            # Kafka skips it and only keeps the log (pitfall 17): the controller sends
-            # UpdateMetadata first, so this means the leader is gone again or none exists.
-            slog.event(
-                "follower_skipped", tp=str(item.tp), leader=leader, reason="leader_not_alive"
-            )
-            return
-        self.fetchers.remove_partitions([item.tp])
-        hosted.partition.make_follower(item.state)
-        self.on_partition_changed(item.tp)  # waiting produces answer NOT_LEADER_OR_FOLLOWER
-        # Every epoch change starts with truncation (KAFKA-7164), from the local HW.
-        self.fetchers.add_partition(
-            leader,
-            self.metadata.brokers[leader].address,
-            item.tp,
-            hosted.partition.high_watermark,
-            item.state.leader_epoch,
-        )
-        slog.event(
-            "became_follower",
-            tp=str(item.tp),
-            leader=leader,
-            leader_epoch=item.state.leader_epoch,
-            high_watermark=hosted.partition.high_watermark,
-            log_end_offset=hosted.log.log_end_offset,
-        )
-
-    async def _get_or_create(self, tp: TopicPartition) -> HostedPartition:
-        hosted = self.partitions.get(tp)
-        if hosted is not None:
-            return hosted
-        s = self.settings
-        log = await asyncio.to_thread(
-            open_log,
-            self.log_dir,
-            tp,
-            segment_bytes=s.get_int("log.segment.bytes"),
-            max_batch_bytes=s.get_int("message.max.bytes"),
-        )
-        partition = Partition(
-            tp,
-            self.broker_id,
-            self.lag_ms,
-            s.get_int("min.insync.replicas"),
-            planted_bug=self.planted_bug,
-        )
-        partition.initialize_high_watermark(self.checkpointed_hw.get(tp, 0), log)
-        hosted = HostedPartition(partition, log)
-        self.partitions[tp] = hosted
-        if log.repairs:
-            slog.event("log_recovered", logging.WARNING, tp=str(tp), repairs=list(log.repairs))
-        slog.event(
-            "log_opened",
-            tp=str(tp),
-            log_start_offset=log.log_start_offset,
-            log_end_offset=log.log_end_offset,
-            high_watermark=partition.high_watermark,
-        )
-        return hosted
-
-    async def _min_insync_replicas(self, topics: set[str]) -> dict[str, int]:
-        """min.insync.replicas per topic: the /config/topics override, else the broker's."""
-        default = self.settings.get_int("min.insync.replicas")
-
-        def read() -> dict[str, int]:
-            out = {}
-            for topic in topics:
-                got = self.store.get_or_none(ConfigEntityZNode.path("topics", topic))
-                config = ConfigEntityZNode.decode(got[0]) if got and got[0] else {}
-                raw = config.get("min.insync.replicas", "")
-                out[topic] = int(raw) if raw.isdigit() else default
-            return out
-
-        # Kafka's ZooKeeper client waits until it is connected again: so does this read, for a
-        # while, rather than failing a LeaderAndIsr when a loaded machine drops the connection.
-        deadline = self.now_ms() + ZK_READ_PATIENCE_MS
-        while True:
-            try:
-                return await asyncio.to_thread(read)
-            except ZkConnectionError:
-                if self.now_ms() >= deadline:
-                    raise
-                await asyncio.sleep(0.1)
 
     def update_metadata(
         self,

@@ -48,7 +48,7 @@ async def _write(tmp_path: Path, store: FlakyStore, in_flight: bool) -> int | No
     rm = ReplicaManager(
         Settings.load(environ={}), 1, tmp_path, cast(ZkStore, store), BrokerMetrics()
     )
-    hosted = await rm._get_or_create(TP)
+    hosted = await rm.opener.get_or_create(TP)
     hosted.partition.isr_change_in_flight = PROPOSAL if in_flight else None
     return (await rm.isr._conditional_writes([PROPOSAL]))[0]
 
@@ -81,7 +81,7 @@ def test_proposals_made_while_a_batch_is_written_go_out_together(tmp_path: Path)
         proposals = []
         for p in range(3):
             tp = TopicPartition("t", p)
-            hosted = await rm._get_or_create(tp)
+            hosted = await rm.opener.get_or_create(tp)
             proposal = ProposeIsr(
                 tp=tp,
                 new_state=PROPOSAL.new_state,

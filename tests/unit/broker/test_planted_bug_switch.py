@@ -34,7 +34,7 @@ def test_the_broker_warns_and_hands_the_bug_to_its_partitions(
         rm = replica_manager(tmp_path, bug.value)
     warned = [r for r in caplog.records if r.getMessage() == "planted_bug_enabled"]
     assert warned and warned[0].levelno == logging.WARNING
-    hosted = asyncio.run(rm._get_or_create(TopicPartition("t", 0)))
+    hosted = asyncio.run(rm.opener.get_or_create(TopicPartition("t", 0)))
     assert hosted.partition.planted_bug is bug
 
 
@@ -44,7 +44,7 @@ def test_without_the_setting_kafkas_rules_and_no_warning(
     with caplog.at_level(logging.WARNING, logger="minibroker.events"):
         rm = replica_manager(tmp_path, "")
     assert not [r for r in caplog.records if r.getMessage() == "planted_bug_enabled"]
-    hosted = asyncio.run(rm._get_or_create(TopicPartition("t", 0)))
+    hosted = asyncio.run(rm.opener.get_or_create(TopicPartition("t", 0)))
     assert hosted.partition.planted_bug is PlantedBug.NONE
 
 

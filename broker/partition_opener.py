@@ -1,0 +1,121 @@
+"""Opening the partitions a broker is told to host: the log recovered from disk (its repairs
+logged), the HW from the checkpoint, and the topic's min.insync.replicas from ZooKeeper."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from broker.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT, load_offsets_checkpoint
+from broker.log.layout import open_log
+from broker.partition_table import HostedPartition, PartitionTable
+from broker.replication.partition import Partition
+from minibroker.core.planted_bugs import PlantedBug
+from minibroker.core.types import TopicPartition
+from minibroker.core.zk_layout import ConfigEntityZNode
+from minibroker.runtime import logging as slog
+from minibroker.runtime.settings import Settings
+from minibroker.runtime.zk_store import ZkConnectionError, ZkStore
+
+# How long a read done for a controller request waits for ZooKeeper to answer again.
+ZK_READ_PATIENCE_MS = 10_000
+
+
+def load_checkpointed_high_watermarks(log_dir: Path) -> dict[TopicPartition, int]:
+    """The HW checkpoint of the log dir; an unreadable one is discarded with an event (every
+    HW then starts at 0, clamped to its log, and is learned again from the leader)."""
+    checkpoint = log_dir / REPLICATION_OFFSET_CHECKPOINT
+    entries, unreadable = load_offsets_checkpoint(checkpoint)
+    if unreadable is not None:
+        slog.event(
+            "checkpoint_discarded",
+            logging.WARNING,
+            file=str(checkpoint),
+            error=unreadable,
+            action="high watermarks start at 0 and are learned again from the leaders",
+        )
+    return entries
+
+
+class PartitionOpener:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        broker_id: int,
+        log_dir: Path,
+        store: ZkStore,
+        partitions: PartitionTable,
+        checkpointed_hw: dict[TopicPartition, int],
+        planted_bug: PlantedBug,
+        now_ms: Callable[[], int],
+    ) -> None:
+        self.settings = settings
+        self.broker_id = broker_id
+        self.log_dir = log_dir
+        self.store = store
+        self.partitions = partitions
+        self.checkpointed_hw = checkpointed_hw
+        self.planted_bug = planted_bug
+        self.now_ms = now_ms
+        self.lag_ms = settings.get_int("replica.lag.time.max.ms")
+
+    async def get_or_create(self, tp: TopicPartition) -> HostedPartition:
+        """The hosted partition, its log opened (and recovered) on first use."""
+        hosted = self.partitions.get(tp)
+        if hosted is not None:
+            return hosted
+        s = self.settings
+        log = await asyncio.to_thread(
+            open_log,
+            self.log_dir,
+            tp,
+            segment_bytes=s.get_int("log.segment.bytes"),
+            max_batch_bytes=s.get_int("message.max.bytes"),
+        )
+        partition = Partition(
+            tp,
+            self.broker_id,
+            self.lag_ms,
+            s.get_int("min.insync.replicas"),
+            planted_bug=self.planted_bug,
+        )
+        partition.initialize_high_watermark(self.checkpointed_hw.get(tp, 0), log)
+        hosted = HostedPartition(partition, log)
+        self.partitions[tp] = hosted
+        if log.repairs:
+            slog.event("log_recovered", logging.WARNING, tp=str(tp), repairs=list(log.repairs))
+        slog.event(
+            "log_opened",
+            tp=str(tp),
+            log_start_offset=log.log_start_offset,
+            log_end_offset=log.log_end_offset,
+            high_watermark=partition.high_watermark,
+        )
+        return hosted
+
+    async def min_insync_replicas(self, topics: set[str]) -> dict[str, int]:
+        """min.insync.replicas per topic: the /config/topics override, else the broker's."""
+        default = self.settings.get_int("min.insync.replicas")
+
+        def read() -> dict[str, int]:
+            out = {}
+            for topic in topics:
+                got = self.store.get_or_none(ConfigEntityZNode.path("topics", topic))
+                config = ConfigEntityZNode.decode(got[0]) if got and got[0] else {}
+                raw = config.get("min.insync.replicas", "")
+                out[topic] = int(raw) if raw.isdigit() else default
+            return out
+
+        # Kafka's ZooKeeper client waits until it is connected again: so does this read, for a
+        # while, rather than failing a LeaderAndIsr when a loaded machine drops the connection.
+        deadline = self.now_ms() + ZK_READ_PATIENCE_MS
+        while True:
+            try:
+                return await asyncio.to_thread(read)
+            except ZkConnectionError:
+                if self.now_ms() >= deadline:
+                    raise
+                await asyncio.sleep(0.1)
