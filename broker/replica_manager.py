@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from broker.delayed import DelayedFetch, DelayedProduce
-from broker.fetcher import FetcherManager
+from broker.fetcher_manager import FetcherManager
 from broker.isr_tasks import IsrTasks
 from broker.log.layout import partition_dir
 from broker.log.log import OffsetOutOfRange

@@ -17,12 +17,13 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
+from broker.control_servicer import ControlServicer
 from broker.controlled_shutdown import controlled_shutdown
 from broker.metadata_dir import InconsistentBrokerId, prepare_log_dir
 from broker.metrics import BrokerMetrics
 from broker.registration import NOT_REGISTERED, BrokerRegistrar
 from broker.replica_manager import ReplicaManager
-from broker.servicers import BrokerServicer, ControlServicer
+from broker.servicers import BrokerServicer
 from minibroker.core.listeners import (
     ListenerError,
     advertised_endpoints,

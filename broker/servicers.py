@@ -1,4 +1,5 @@
-"""gRPC servicers: protobuf in, validated internal requests to the replica manager, protobuf out.
+"""The Broker gRPC service: protobuf in, validated internal requests to the replica manager,
+protobuf out (the controller's requests are control_servicer.py).
 
 Every RPC answers with Kafka error codes; nothing raises across gRPC. An unexpected exception
 is logged and answered with UNKNOWN_SERVER_ERROR, and the broker keeps serving.
@@ -6,54 +7,25 @@ is logged and answered with UNKNOWN_SERVER_ERROR, and the broker keeps serving.
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
-from broker.metadata_cache import LiveBroker, PartitionMetadata
 from broker.partition_table import HostedPartition
 from broker.replica_manager import ReplicaManager
-from broker.replication.partition import PartitionState
+from broker.request_handling import guarded, opt_field
 from broker.types import (
     CONSUMER_REPLICA_ID,
-    ControlHeader,
     FetchParams,
     FetchPartitionRequest,
-    LeaderAndIsrPartition,
-    StopReplicaPartition,
 )
 from minibroker.core.errors import ErrorCode
-from minibroker.core.listeners import Endpoint, pick
 from minibroker.core.types import NO_LEADER, TopicPartition
-from minibroker.rpc import broker_pb2, broker_pb2_grpc, control_pb2, control_pb2_grpc
-from minibroker.runtime import logging as slog
+from minibroker.rpc import broker_pb2, broker_pb2_grpc
 from minibroker.runtime.wire import error_to_wire
 
 # Kafka's replica.fetch.wait.max.ms is at most the socket timeout; a client may not park a
 # fetch longer than this on our loop.
 MAX_WAIT_MS = 30_000
 DEBUG_REPLICA_ID = -2
-
-T = TypeVar("T")
-
-
-def _opt(msg: Any, name: str, default: int) -> int:
-    return int(getattr(msg, name)) if msg.HasField(name) else default
-
-
-async def _guarded(
-    rm: ReplicaManager, name: str, handler: Awaitable[T], on_error: Callable[[ErrorCode], T]
-) -> T:
-    started = time.perf_counter()
-    rm.metrics.requests.labels(name).inc()
-    try:
-        return await handler
-    except Exception as exc:  # the broker never crashes on a request
-        slog.event("request_failed", logging.ERROR, request=name, error=repr(exc), exc_info=True)
-        return on_error(ErrorCode.UNKNOWN_SERVER_ERROR)
-    finally:
-        rm.metrics.request_time.labels(name).observe((time.perf_counter() - started) * 1000)
 
 
 class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
@@ -69,7 +41,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
         def failed(code: ErrorCode) -> broker_pb2.ProduceResponse:
             return _produce_response({tp: (code, -1, -1, "") for tp in _produce_tps(request)})
 
-        return await _guarded(self.rm, "Produce", self._produce(request), failed)
+        return await guarded(self.rm, "Produce", self._produce(request), failed)
 
     async def _produce(self, request: Any) -> broker_pb2.ProduceResponse:
         batches: dict[TopicPartition, bytes] = {}
@@ -91,7 +63,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
         def failed(code: ErrorCode) -> broker_pb2.FetchResponse:
             return broker_pb2.FetchResponse(error_code=error_to_wire(code))
 
-        return await _guarded(self.rm, "Fetch", self._fetch(request), failed)
+        return await guarded(self.rm, "Fetch", self._fetch(request), failed)
 
     async def _fetch(self, request: Any) -> broker_pb2.FetchResponse:
         parts = []
@@ -102,12 +74,12 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
                         tp=TopicPartition(t.topic, p.partition),
                         fetch_offset=int(p.fetch_offset),
                         max_bytes=max(0, int(p.partition_max_bytes)),
-                        current_leader_epoch=_opt(p, "current_leader_epoch", -1),
-                        log_start_offset=_opt(p, "log_start_offset", -1),
+                        current_leader_epoch=opt_field(p, "current_leader_epoch", -1),
+                        log_start_offset=opt_field(p, "log_start_offset", -1),
                     )
                 )
         params = FetchParams(
-            replica_id=_opt(request, "replica_id", CONSUMER_REPLICA_ID),
+            replica_id=opt_field(request, "replica_id", CONSUMER_REPLICA_ID),
             max_wait_ms=max(0, min(int(request.max_wait_ms), MAX_WAIT_MS)),
             min_bytes=max(0, int(request.min_bytes)),
             # Kafka caps every fetch at the broker's fetch.max.bytes, whatever it asks for.
@@ -140,7 +112,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
 
     async def ListOffsets(self, request: Any, context: Any) -> broker_pb2.ListOffsetsResponse:  # noqa: N802
         async def handle() -> broker_pb2.ListOffsetsResponse:
-            replica_id = _opt(request, "replica_id", CONSUMER_REPLICA_ID)
+            replica_id = opt_field(request, "replica_id", CONSUMER_REPLICA_ID)
             response = broker_pb2.ListOffsetsResponse()
             for t in request.topics:
                 out = response.topics.add(name=t.name)
@@ -148,7 +120,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
                     r = self.rm.list_offset(
                         TopicPartition(t.name, p.partition_index),
                         int(p.timestamp),
-                        _opt(p, "current_leader_epoch", -1),
+                        opt_field(p, "current_leader_epoch", -1),
                         replica_id,
                     )
                     out.partitions.add(
@@ -163,7 +135,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
         def failed(code: ErrorCode) -> broker_pb2.ListOffsetsResponse:
             return broker_pb2.ListOffsetsResponse()
 
-        return await _guarded(self.rm, "ListOffsets", handle(), failed)
+        return await guarded(self.rm, "ListOffsets", handle(), failed)
 
     async def OffsetsForLeaderEpoch(  # noqa: N802
         self, request: Any, context: Any
@@ -176,7 +148,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
                     r = self.rm.last_offset_for_leader_epoch(
                         TopicPartition(t.topic, p.partition),
                         int(p.leader_epoch),
-                        _opt(p, "current_leader_epoch", -1),
+                        opt_field(p, "current_leader_epoch", -1),
                     )
                     out.partitions.add(
                         error_code=error_to_wire(r.error),
@@ -189,7 +161,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
         def failed(code: ErrorCode) -> broker_pb2.OffsetsForLeaderEpochResponse:
             return broker_pb2.OffsetsForLeaderEpochResponse()
 
-        return await _guarded(self.rm, "OffsetsForLeaderEpoch", handle(), failed)
+        return await guarded(self.rm, "OffsetsForLeaderEpoch", handle(), failed)
 
     async def Metadata(self, request: Any, context: Any) -> broker_pb2.MetadataResponse:  # noqa: N802
         async def handle() -> broker_pb2.MetadataResponse:
@@ -225,7 +197,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
         def failed(code: ErrorCode) -> broker_pb2.MetadataResponse:
             return broker_pb2.MetadataResponse(controller_id=-1)
 
-        return await _guarded(self.rm, "Metadata", handle(), failed)
+        return await guarded(self.rm, "Metadata", handle(), failed)
 
     async def DescribeBroker(self, request: Any, context: Any) -> broker_pb2.DescribeBrokerResponse:  # noqa: N802
         async def handle() -> broker_pb2.DescribeBrokerResponse:
@@ -247,7 +219,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
         def failed(code: ErrorCode) -> broker_pb2.DescribeBrokerResponse:
             return broker_pb2.DescribeBrokerResponse(error_code=error_to_wire(code))
 
-        return await _guarded(self.rm, "DescribeBroker", handle(), failed)
+        return await guarded(self.rm, "DescribeBroker", handle(), failed)
 
 
 def replica_description(
@@ -300,118 +272,3 @@ def _produce_response(
             error_message=message,
         )
     return response
-
-
-def _add_partition_errors(response: Any, errors: dict[TopicPartition, ErrorCode]) -> None:
-    for tp, error in errors.items():
-        response.partition_errors.add(
-            topic_name=tp.topic, partition_index=tp.partition, error_code=error_to_wire(error)
-        )
-
-
-class ControlServicer(control_pb2_grpc.ControlServicer):  # type: ignore[misc]
-    """LeaderAndIsr, UpdateMetadata and StopReplica from the controller (reference §3.3, §3.4)."""
-
-    def __init__(self, rm: ReplicaManager) -> None:
-        self.rm = rm
-
-    @staticmethod
-    def _header(request: Any) -> ControlHeader:
-        return ControlHeader(
-            controller_id=int(request.controller_id),
-            controller_epoch=int(request.controller_epoch),
-            broker_epoch=_opt(request, "broker_epoch", -1),
-        )
-
-    async def LeaderAndIsr(self, request: Any, context: Any) -> control_pb2.LeaderAndIsrResponse:  # noqa: N802
-        async def handle() -> control_pb2.LeaderAndIsrResponse:
-            partitions = [
-                LeaderAndIsrPartition(
-                    TopicPartition(t.topic_name, p.partition_index),
-                    PartitionState(
-                        leader=p.leader,
-                        leader_epoch=p.leader_epoch,
-                        isr=tuple(p.isr),
-                        replicas=tuple(p.replicas),
-                        zk_version=p.zk_version,
-                        controller_epoch=p.controller_epoch,
-                    ),
-                )
-                for t in request.topic_states
-                for p in t.partition_states
-            ]
-            top, errors = await self.rm.become_leader_or_follower(self._header(request), partitions)
-            response = control_pb2.LeaderAndIsrResponse(error_code=error_to_wire(top))
-            _add_partition_errors(response, errors)
-            return response
-
-        def failed(code: ErrorCode) -> control_pb2.LeaderAndIsrResponse:
-            return control_pb2.LeaderAndIsrResponse(error_code=error_to_wire(code))
-
-        return await _guarded(self.rm, "LeaderAndIsr", handle(), failed)
-
-    async def UpdateMetadata(
-        self, request: Any, context: Any
-    ) -> control_pb2.UpdateMetadataResponse:  # noqa: N802
-        async def handle() -> control_pb2.UpdateMetadataResponse:
-            brokers = []
-            for b in request.live_brokers:
-                endpoints = tuple(
-                    Endpoint(e.listener or "PLAINTEXT", e.host, e.port) for e in b.endpoints
-                )
-                ep = pick(endpoints, self.rm.inter_broker_listener) or pick(endpoints)
-                if ep is not None:
-                    rack = b.rack if b.HasField("rack") else None
-                    brokers.append(LiveBroker(b.id, ep.host, ep.port, rack, endpoints))
-            states = [
-                (
-                    TopicPartition(t.topic_name, p.partition_index),
-                    PartitionMetadata(
-                        leader=p.leader,
-                        leader_epoch=p.leader_epoch,
-                        isr=tuple(p.isr),
-                        replicas=tuple(p.replicas),
-                        offline_replicas=tuple(p.offline_replicas),
-                        zk_version=p.zk_version,
-                        controller_epoch=p.controller_epoch,
-                    ),
-                )
-                for t in request.topic_states
-                for p in t.partition_states
-            ]
-            error = self.rm.update_metadata(self._header(request), brokers, states)
-            return control_pb2.UpdateMetadataResponse(error_code=error_to_wire(error))
-
-        def failed(code: ErrorCode) -> control_pb2.UpdateMetadataResponse:
-            return control_pb2.UpdateMetadataResponse(error_code=error_to_wire(code))
-
-        return await _guarded(self.rm, "UpdateMetadata", handle(), failed)
-
-    async def StopReplica(self, request: Any, context: Any) -> control_pb2.StopReplicaResponse:  # noqa: N802
-        async def handle() -> control_pb2.StopReplicaResponse:
-            partitions = [
-                StopReplicaPartition(
-                    TopicPartition(t.topic_name, p.partition_index),
-                    _opt(p, "leader_epoch", -1),
-                    bool(p.delete_partition),
-                )
-                for t in request.topic_states
-                for p in t.partition_states
-            ]
-            top, errors = await self.rm.stop_replicas(self._header(request), partitions)
-            response = control_pb2.StopReplicaResponse(error_code=error_to_wire(top))
-            _add_partition_errors(response, errors)
-            return response
-
-        def failed(code: ErrorCode) -> control_pb2.StopReplicaResponse:
-            return control_pb2.StopReplicaResponse(error_code=error_to_wire(code))
-
-        return await _guarded(self.rm, "StopReplica", handle(), failed)
-
-    async def ControlledShutdown(  # noqa: N802
-        self, request: Any, context: Any
-    ) -> control_pb2.ControlledShutdownResponse:
-        return control_pb2.ControlledShutdownResponse(
-            error_code=error_to_wire(ErrorCode.NOT_CONTROLLER),
-            error_message="brokers do not handle ControlledShutdown; send it to the controller",
-        )

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from minibroker.cli.locate import add_locate_arguments, bootstrap_servers
 from minibroker.cli.output import json_line, record_json, text
 from minibroker.client.errors import BrokerError, UnknownTopicError
-from minibroker.client.producer import Acks, Producer, RecordMetadata
+from minibroker.client.producer import Acks, Producer
+from minibroker.client.record_metadata import RecordMetadata
 
 # How long to wait for a topic to appear in the brokers' metadata before saying it is unknown
 # (a topic created a moment ago may not have reached every broker's cache yet).

@@ -11,7 +11,8 @@ from minibroker.client.errors import (
     UnknownTopicError,
 )
 from minibroker.client.fetch_state import ConsumerRecord
-from minibroker.client.producer import Producer, RecordMetadata
+from minibroker.client.producer import Producer
+from minibroker.client.record_metadata import RecordMetadata
 from minibroker.core.types import TopicPartition
 
 __all__ = [

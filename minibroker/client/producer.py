@@ -10,7 +10,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Sequence
-from typing import Literal, NamedTuple
+from typing import Literal
 
 from minibroker.client.accumulator import (
     Outcome,
@@ -27,6 +27,7 @@ from minibroker.client.errors import (
     UnknownTopicError,
 )
 from minibroker.client.metadata import BrokerNode, connect
+from minibroker.client.record_metadata import RecordMetadata
 from minibroker.client.requests import PartitionResult, produce_request, produce_results
 from minibroker.core.errors import ErrorCode
 from minibroker.core.partitioner import StickyPartition, next_sticky_partition, partition_for
@@ -42,20 +43,6 @@ _DEADLINE_MARGIN_MS = 1000
 Acks = Literal[-1, 0, 1, "all"]
 Handle = asyncio.Future["RecordMetadata"]
 Batch = ProducerBatch[Handle]
-
-
-class RecordMetadata(NamedTuple):
-    """Where an acknowledged record was written (offset -1 with acks=0: nobody said). A named
-    tuple: one is made for every acknowledged record."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-
-    @property
-    def tp(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
 
 
 class Producer:

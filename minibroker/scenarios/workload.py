@@ -16,7 +16,8 @@ from minibroker.client.channels import ChannelPool, RpcFailure
 from minibroker.client.errors import ClientError
 from minibroker.client.events import Follower, Source
 from minibroker.client.probe import describe_replicas, fetch_once, produce_once
-from minibroker.client.producer import Producer, RecordMetadata
+from minibroker.client.producer import Producer
+from minibroker.client.record_metadata import RecordMetadata
 from minibroker.core.errors import ErrorCode
 from minibroker.core.records import NewRecord, build_batch
 from minibroker.core.types import TopicPartition

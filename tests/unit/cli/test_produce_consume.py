@@ -30,7 +30,8 @@ from minibroker.cli.produce import (
 from minibroker.client.consumer import Consumer
 from minibroker.client.errors import ClientError, ProduceError
 from minibroker.client.fetch_state import ConsumerRecord
-from minibroker.client.producer import Producer, RecordMetadata
+from minibroker.client.producer import Producer
+from minibroker.client.record_metadata import RecordMetadata
 from minibroker.core.errors import ErrorCode
 from minibroker.core.types import TopicPartition
 from minibroker.localcluster import ClusterError, ClusterState, ProcessInfo

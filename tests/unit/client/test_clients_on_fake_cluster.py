@@ -11,7 +11,8 @@ import pytest
 
 from minibroker.client.consumer import Consumer
 from minibroker.client.errors import OffsetOutOfRange, ProduceError, UnknownTopicError
-from minibroker.client.producer import Producer, RecordMetadata
+from minibroker.client.producer import Producer
+from minibroker.client.record_metadata import RecordMetadata
 from minibroker.core.errors import ErrorCode
 from minibroker.core.records import decode_records, iter_batches
 from minibroker.core.types import TopicPartition

@@ -1,0 +1,49 @@
+"""One follower fetcher per leader broker; partitions move between them on LeaderAndIsr."""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.fetcher import FollowerFetcher
+from broker.partition_table import FetcherServices, PartitionTable
+from minibroker.core.types import TopicPartition
+
+
+class FetcherManager:
+    """One fetcher per leader broker; partitions move between them on LeaderAndIsr."""
+
+    def __init__(self, partitions: PartitionTable, services: FetcherServices) -> None:
+        self.partitions = partitions
+        self.services = services
+        self.fetchers: dict[int, FollowerFetcher] = {}
+        self._stopping: set[asyncio.Future[None]] = set()
+
+    def add_partition(
+        self, leader_id: int, address: str, tp: TopicPartition, offset: int, epoch: int
+    ) -> None:
+        """Follow `tp` from `leader_id` at `address` (its inter-broker listener)."""
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is not None and fetcher.address != address:
+            self._stop_later(self.fetchers.pop(leader_id))
+            fetcher = None
+        if fetcher is None:
+            fetcher = FollowerFetcher(self.partitions, self.services, leader_id, address)
+            self.fetchers[leader_id] = fetcher
+        fetcher.add(tp, offset, epoch)
+
+    def remove_partitions(self, tps: list[TopicPartition]) -> None:
+        for leader_id, fetcher in list(self.fetchers.items()):
+            for tp in tps:
+                fetcher.remove(tp)
+            if not fetcher.states:
+                self._stop_later(self.fetchers.pop(leader_id))
+
+    def _stop_later(self, fetcher: FollowerFetcher) -> None:
+        task = asyncio.ensure_future(fetcher.stop())
+        self._stopping.add(task)
+        task.add_done_callback(self._stopping.discard)
+
+    async def stop(self) -> None:
+        for fetcher in list(self.fetchers.values()):
+            await fetcher.stop()
+        self.fetchers.clear()
