@@ -27,11 +27,10 @@ from loadgen.spark import master_cores, spark_session
 from loadgen.verify import Verification, verify
 from loadgen.workload import WorkloadSpec
 from minibroker.chaos import ChaosBackend, backend_for
-from minibroker.cli.events import sources_in_zookeeper
-from minibroker.cli.locate import bootstrap_servers, zk_connect
 from minibroker.client.errors import ClientError
 from minibroker.client.events import Event, read_events
 from minibroker.localcluster import ClusterState
+from minibroker.locate import bootstrap_servers, sources_in_zookeeper, zk_connect
 from minibroker.runtime.clock import now_ms
 from minibroker.runtime.logging import parse_line
 from minibroker.runtime.zk_store import ZkError

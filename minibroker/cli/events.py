@@ -21,9 +21,7 @@ from pathlib import Path
 from minibroker.cli.event_text import is_routine, parse_since, render
 from minibroker.cli.locate import (
     add_locate_arguments,
-    client_listener,
     default_dir,
-    registered_address,
 )
 from minibroker.client.channels import parse_bootstrap
 from minibroker.client.events import (
@@ -34,24 +32,17 @@ from minibroker.client.events import (
     metadata_brokers,
     read_events,
 )
-from minibroker.core.listeners import from_strings, pick
-from minibroker.core.zk_layout import (
-    BrokerIdsZNode,
-    BrokerIdZNode,
-    ControllerEndpointZNode,
-    ZNodeFormatError,
-)
 from minibroker.localcluster import (
     STATE_FILE,
     ClusterError,
     ClusterState,
     ProcessInfo,
     is_alive,
-    zk_session,
 )
+from minibroker.locate import sources_in_zookeeper
 from minibroker.runtime.clock import now_ms
 from minibroker.runtime.logging import parse_line
-from minibroker.runtime.zk_store import ZkError, ZkNoNode
+from minibroker.runtime.zk_store import ZkError
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -136,37 +127,6 @@ class Where:
             except EventsUnavailable as exc:
                 errors.append(str(exc))
         raise EventsUnavailable("no bootstrap broker answered: " + "; ".join(errors))
-
-
-def sources_in_zookeeper(zk_connect: str) -> list[Source]:
-    """Every registered broker and every controller's published endpoint."""
-    listener = client_listener()
-
-    def broker(child: str, data: bytes | None) -> str | None:
-        return registered_address(BrokerIdZNode.decode(int(child), data))
-
-    def controller(child: str, data: bytes | None) -> str | None:
-        ep = pick(from_strings(ControllerEndpointZNode.decode(data)), listener)
-        return None if ep is None else ep.address
-
-    out = []
-    with zk_session(zk_connect) as zk:
-        for kind, root, address_of in (
-            ("broker", BrokerIdsZNode.path, broker),
-            ("controller", ControllerEndpointZNode.root, controller),
-        ):
-            try:
-                children = sorted(zk.children(root), key=lambda c: (len(c), c))
-            except ZkNoNode:
-                continue
-            for child in children:
-                try:
-                    address = address_of(child, zk.get(f"{root}/{child}")[0])
-                except (ZkNoNode, ZNodeFormatError, ValueError):
-                    continue  # went away meanwhile, or not something we can read
-                if address is not None:
-                    out.append(Source(f"{kind} {child}", address))
-    return out
 
 
 # ---- reading -----------------------------------------------------------------------------------

@@ -1,32 +1,33 @@
-"""How client-side commands find the cluster: --zk, --bootstrap, --dir, or the environment.
-
-ZooKeeper (`zk_connect`): --zk, then --bootstrap (ask that broker for its zookeeper.connect),
-then an explicit --dir; then $MINIBROKER_ZK, $MINIBROKER_BOOTSTRAP; then the default cluster dir.
-Brokers (`bootstrap_servers`): --bootstrap, then --zk (the registrations under /brokers/ids),
-then an explicit --dir; then $MINIBROKER_BOOTSTRAP, $MINIBROKER_ZK; then the default cluster dir.
-"""
+"""The command lines' flags for finding the cluster (--zk, --bootstrap, --dir); the finding
+itself is minibroker/locate.py's, re-exported here for the commands."""
 
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
-from minibroker.client.admin import BrokerUnreachable, describe_broker
-from minibroker.client.channels import parse_bootstrap
-from minibroker.core.listeners import from_strings, pick
-from minibroker.core.zk_layout import (
-    BrokerIdsZNode,
-    BrokerIdZNode,
-    BrokerRegistration,
-    ZNodeFormatError,
+from minibroker.localcluster import DEFAULT_DIR
+from minibroker.locate import (
+    bootstrap_servers,
+    client_listener,
+    cluster_dir,
+    default_dir,
+    registered_address,
+    sources_in_zookeeper,
+    zk_connect,
 )
-from minibroker.localcluster import DEFAULT_DIR, STATE_FILE, ClusterError, ClusterState, zk_session
-from minibroker.runtime.zk_store import ZkNoNode
 
-
-def default_dir() -> Path:
-    return Path(os.environ.get("MINIBROKER_DIR") or DEFAULT_DIR)
+__all__ = [
+    "add_dir_argument",
+    "add_locate_arguments",
+    "bootstrap_servers",
+    "client_listener",
+    "cluster_dir",
+    "default_dir",
+    "registered_address",
+    "sources_in_zookeeper",
+    "zk_connect",
+]
 
 
 def add_dir_argument(parser: argparse.ArgumentParser) -> None:
@@ -42,102 +43,3 @@ def add_locate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zk", help="ZooKeeper connect string (or $MINIBROKER_ZK)")
     parser.add_argument("--bootstrap", help="any broker's host:port (or $MINIBROKER_BOOTSTRAP)")
     add_dir_argument(parser)
-
-
-def cluster_dir(args: argparse.Namespace) -> Path:
-    return args.dir if args.dir is not None else default_dir()
-
-
-def _from_bootstrap(address: str) -> str:
-    try:
-        return describe_broker(address).zookeeper_connect
-    except BrokerUnreachable as exc:
-        raise ClusterError(f"cannot reach the cluster through --bootstrap: {exc}") from None
-
-
-def zk_connect(args: argparse.Namespace) -> str:
-    if args.zk:
-        return str(args.zk)
-    if args.bootstrap:
-        return _from_bootstrap(args.bootstrap)
-    if args.dir is not None:
-        return ClusterState.load(args.dir).zk_connect
-    if os.environ.get("MINIBROKER_ZK"):
-        return os.environ["MINIBROKER_ZK"]
-    if os.environ.get("MINIBROKER_BOOTSTRAP"):
-        return _from_bootstrap(os.environ["MINIBROKER_BOOTSTRAP"])
-    if (default_dir() / STATE_FILE).exists():
-        return ClusterState.load(default_dir()).zk_connect
-    raise ClusterError(
-        "cannot find the cluster: give --zk HOST:PORT, --bootstrap HOST:PORT or --dir DIR "
-        "(or set MINIBROKER_ZK / MINIBROKER_BOOTSTRAP)"
-    )
-
-
-def _bootstrap_list(value: str, source: str) -> list[str]:
-    try:
-        return parse_bootstrap(value)
-    except ValueError as exc:
-        raise ClusterError(f"bad {source}: {exc}") from None
-
-
-def client_listener() -> str:
-    """The listener whose endpoints tools use when they find brokers and controllers through
-    ZooKeeper: $MINIBROKER_LISTENER, else PLAINTEXT or the first advertised (a compose
-    cluster advertises its host-reachable EXTERNAL listener first)."""
-    return os.environ.get("MINIBROKER_LISTENER", "")
-
-
-def registered_address(reg: BrokerRegistration) -> str | None:
-    """host:port to reach a registered broker over gRPC, or None if it names no endpoint."""
-    endpoint = pick(from_strings(reg.endpoints), client_listener())
-    return None if endpoint is None else endpoint.address
-
-
-def brokers_in_zookeeper(zk_connect_string: str) -> list[str]:
-    """host:port of every broker registered under /brokers/ids, by broker id."""
-    addresses = []
-    with zk_session(zk_connect_string) as zk:
-        try:
-            ids = sorted(int(c) for c in zk.children(BrokerIdsZNode.path) if c.isdigit())
-        except ZkNoNode:
-            ids = []
-        for broker_id in ids:
-            try:
-                data, _ = zk.get(BrokerIdZNode.path(broker_id))
-                reg = BrokerIdZNode.decode(broker_id, data)
-            except (ZkNoNode, ZNodeFormatError):
-                continue  # went away meanwhile, or not a registration we can read
-            address = registered_address(reg)
-            if address is not None:
-                addresses.append(address)
-    if not addresses:
-        raise ClusterError(f"no broker is registered in ZooKeeper at {zk_connect_string}")
-    return addresses
-
-
-def brokers_in_dir(path: Path) -> list[str]:
-    addresses = [p.address for p in ClusterState.load(path).by_role("broker")]
-    if not addresses:
-        raise ClusterError(f"the cluster in {path} has no brokers")
-    return addresses
-
-
-def bootstrap_servers(args: argparse.Namespace) -> list[str]:
-    """Broker addresses for the producer and consumer (see the module docstring for order)."""
-    if args.bootstrap:
-        return _bootstrap_list(str(args.bootstrap), "--bootstrap")
-    if args.zk:
-        return brokers_in_zookeeper(str(args.zk))
-    if args.dir is not None:
-        return brokers_in_dir(args.dir)
-    if os.environ.get("MINIBROKER_BOOTSTRAP"):
-        return _bootstrap_list(os.environ["MINIBROKER_BOOTSTRAP"], "$MINIBROKER_BOOTSTRAP")
-    if os.environ.get("MINIBROKER_ZK"):
-        return brokers_in_zookeeper(os.environ["MINIBROKER_ZK"])
-    if (default_dir() / STATE_FILE).exists():
-        return brokers_in_dir(default_dir())
-    raise ClusterError(
-        "cannot find a broker: give --bootstrap HOST:PORT, --zk HOST:PORT or --dir DIR "
-        "(or set MINIBROKER_BOOTSTRAP / MINIBROKER_ZK)"
-    )

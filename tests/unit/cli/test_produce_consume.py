@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from minibroker.cli import locate
+from minibroker import locate
 from minibroker.cli.consume import UntilHw, consume, format_record, output_lines
 from minibroker.cli.main import build_parser, main
 from minibroker.cli.produce import (
