@@ -30,18 +30,17 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from minibroker.core.compression import CompressionError, check_codec, decompress
 from minibroker.core.errors import ErrorCode
 from minibroker.core.record_walk import check_records
 from minibroker.core.records import (
     ATTRIBUTES_OFFSET,
     CONTROL_FLAG,
-    HEADER_SIZE,
     TRANSACTIONAL_FLAG,
     BatchHeader,
     RecordError,
     iter_batches,
     read_header,
+    records_body,
 )
 
 TIMESTAMP_TYPE_FLAG = 0x08  # attributes bit 3: 1 = LogAppendTime
@@ -68,13 +67,7 @@ def check_batch(buf: bytes | memoryview, h: BatchHeader, *, max_batch_bytes: int
             h,
             f"record count {h.record_count} does not match last offset delta {h.last_offset_delta}",
         )
-    body: bytes | memoryview = memoryview(buf)[h.position + HEADER_SIZE : h.position + h.size]
-    try:
-        check_codec(h.compression)
-        if h.compression:
-            body = decompress(h.compression, body)
-    except CompressionError as exc:
-        raise RecordError(exc.code, f"batch at byte {h.position}: {exc}") from None
+    body = records_body(buf, h, f"batch at byte {h.position}")
     failure = check_records(body, h.record_count)
     if failure is not None:
         index, why = failure

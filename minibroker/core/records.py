@@ -280,9 +280,9 @@ def valid_prefix(buf: bytes | memoryview) -> tuple[int, list[BatchHeader]]:
 # ---- decoding records (clients, tests) --------------------------------------------------------
 
 
-def decode_batch(buf: bytes | memoryview, header: BatchHeader) -> list[Record]:
-    """The records of one batch, decompressed if need be; RecordError (CORRUPT_MESSAGE) if its
-    body is not exactly its record count of well-formed records (record_walk.py's rules)."""
+def records_body(buf: bytes | memoryview, header: BatchHeader, where: str) -> bytes | memoryview:
+    """The batch's records region, decompressed if it is compressed; RecordError (with the
+    codec's Kafka error) for an unknown codec or bytes that do not decompress."""
     body: bytes | memoryview = memoryview(buf)[
         header.position + HEADER_SIZE : header.position + header.size
     ]
@@ -291,7 +291,14 @@ def decode_batch(buf: bytes | memoryview, header: BatchHeader) -> list[Record]:
         if header.compression:
             body = decompress(header.compression, body)
     except CompressionError as exc:
-        raise RecordError(exc.code, f"batch at offset {header.base_offset}: {exc}") from None
+        raise RecordError(exc.code, f"{where}: {exc}") from None
+    return body
+
+
+def decode_batch(buf: bytes | memoryview, header: BatchHeader) -> list[Record]:
+    """The records of one batch, decompressed if need be; RecordError (CORRUPT_MESSAGE) if its
+    body is not exactly its record count of well-formed records (record_walk.py's rules)."""
+    body = records_body(buf, header, f"batch at offset {header.base_offset}")
     failure = check_records(body, header.record_count)
     if failure is not None:
         raise RecordError(

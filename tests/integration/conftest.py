@@ -105,3 +105,37 @@ def c(tmp_path: Path) -> Iterator[Cluster]:
             yield Cluster(d, state, zk)
         finally:
             zk.stop()
+
+
+@pytest.fixture
+def topic_t(tmp_path: Path) -> Iterator[Cluster]:
+    """A cluster (3 brokers, 2 controllers) with topic `t`: 1 partition, RF 3,
+    min.insync.replicas 2, every partition led before the test starts."""
+    d = tmp_path / "cluster"
+    with running_cluster(d) as state:
+        zk = ZkStore(state.zk_connect, session_timeout_ms=5000)
+        zk.start()
+        try:
+            c = Cluster(d, state, zk)
+            c.cli("topics", "create", "t", "--partitions", "1", "--replication-factor", "3",
+                  "--config", "min.insync.replicas=2", "--wait")  # fmt: skip
+            yield c
+        finally:
+            zk.stop()
+
+
+def describe_partition(c: Cluster, topic: str = "t") -> dict[str, Any]:
+    """`topics describe --json` of a one-partition topic."""
+    (p,) = json.loads(c.cli("topics", "describe", topic, "--json").stdout)
+    assert isinstance(p, dict)
+    return p
+
+
+def segment_bytes(c: Cluster, topic: str = "t") -> dict[int, bytes]:
+    """Every broker's segment files of partition 0 of `topic`, concatenated, by broker id."""
+    out = {}
+    for p in c.reload().by_role("broker"):
+        d = Path(p.data_dir) / "data" / f"{topic}-0"
+        assert p.id is not None
+        out[p.id] = b"".join(f.read_bytes() for f in sorted(d.glob("*.log")))
+    return out

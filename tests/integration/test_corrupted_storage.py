@@ -6,10 +6,8 @@ from the leader and rejoin the ISR; every acknowledged record reads back identic
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -17,35 +15,12 @@ from minibroker import localcluster
 from minibroker.core.errors import ErrorCode
 from minibroker.core.types import TopicPartition
 from minibroker.runtime.waiting import wait_until
-from tests.integration.conftest import Cluster, running_cluster
+from tests.integration.conftest import Cluster, describe_partition
 from tests.integration.rpc import batch, produce
 
 pytestmark = pytest.mark.integration
 
 TP = TopicPartition("t", 0)
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    from minibroker.runtime.zk_store import ZkStore
-
-    d = tmp_path / "cluster"
-    with running_cluster(d) as state:
-        zk = ZkStore(state.zk_connect, session_timeout_ms=5000)
-        zk.start()
-        try:
-            c = Cluster(d, state, zk)
-            c.cli("topics", "create", "t", "--partitions", "1", "--replication-factor", "3",
-                  "--config", "min.insync.replicas=2", "--wait")  # fmt: skip
-            yield c
-        finally:
-            zk.stop()
-
-
-def describe(c: Cluster) -> dict[str, Any]:
-    (p,) = json.loads(c.cli("topics", "describe", "t", "--json").stdout)
-    assert isinstance(p, dict)
-    return p
 
 
 def _tear_and_garble(d: Path) -> None:
@@ -76,9 +51,9 @@ CASES: dict[str, tuple[Callable[[Path], None], str]] = {
 }
 
 
-def test_a_follower_recovers_from_each_damaged_file_and_rejoins_the_isr(cluster: Cluster) -> None:
-    c = cluster
-    leader = describe(c)["leader"]
+def test_a_follower_recovers_from_each_damaged_file_and_rejoins_the_isr(topic_t: Cluster) -> None:
+    c = topic_t
+    leader = describe_partition(c)["leader"]
     address = c.state.process(f"broker-{leader}").address
     acked: list[bytes] = []
 
@@ -102,7 +77,7 @@ def test_a_follower_recovers_from_each_damaged_file_and_rejoins_the_isr(cluster:
         assert localcluster.is_alive(c.reload().process(name)), f"{case}: the broker died"
 
         def caught_up() -> bool:
-            p = describe(c)
+            p = describe_partition(c)
             leos = {s["broker"]: s["log_end_offset"] for s in p["replicas_state"]}
             return follower in p["isr"] and leos[follower] == leos[leader]
 

@@ -12,13 +12,10 @@ Rerun one seed: MINIBROKER_BARRAGE_SEED=N pytest tests/integration/test_hostile_
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import random
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import grpc
 import pytest
@@ -29,7 +26,7 @@ from minibroker.core.errors import ErrorCode
 from minibroker.core.types import TopicPartition
 from minibroker.core.zk_layout import BrokerIdZNode
 from tests.hostile import barrage
-from tests.integration.conftest import Cluster, running_cluster
+from tests.integration.conftest import Cluster, describe_partition, segment_bytes
 from tests.integration.rpc import batch, produce
 
 pytestmark = pytest.mark.integration
@@ -40,37 +37,6 @@ IN_FLIGHT = 32
 DEADLINE_S = 40.0  # above the broker's 30 s fetch wait cap: a timeout here is a hang
 SEED = int(os.environ.get("MINIBROKER_BARRAGE_SEED", random.randrange(1 << 30)))
 DEFINED = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT}
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    from minibroker.runtime.zk_store import ZkStore
-
-    d = tmp_path / "cluster"
-    with running_cluster(d) as state:
-        zk = ZkStore(state.zk_connect, session_timeout_ms=5000)
-        zk.start()
-        try:
-            c = Cluster(d, state, zk)
-            c.cli("topics", "create", "t", "--partitions", "1", "--replication-factor", "3",
-                  "--config", "min.insync.replicas=2", "--wait")  # fmt: skip
-            yield c
-        finally:
-            zk.stop()
-
-
-def describe(c: Cluster) -> dict[str, Any]:
-    (p,) = json.loads(c.cli("topics", "describe", "t", "--json").stdout)
-    assert isinstance(p, dict)
-    return p
-
-
-def segments(c: Cluster) -> dict[int, bytes]:
-    out = {}
-    for b in (1, 2, 3):
-        d = Path(c.reload().process(f"broker-{b}").data_dir) / "data" / "t-0"
-        out[b] = b"".join(f.read_bytes() for f in sorted(d.glob("*.log")))
-    return out
 
 
 def authority(c: Cluster, leader_epoch: int) -> barrage.Authority:
@@ -156,9 +122,9 @@ async def run_barrage(addresses: dict[str, str], shots: list[barrage.Shot]) -> l
     return failures
 
 
-def test_a_barrage_of_hostile_requests_moves_nothing(cluster: Cluster) -> None:
-    c = cluster
-    first = describe(c)
+def test_a_barrage_of_hostile_requests_moves_nothing(topic_t: Cluster) -> None:
+    c = topic_t
+    first = describe_partition(c)
     leader = first["leader"]
     follower = next(b for b in first["isr"] if b != leader)
     leader_address = c.state.process(f"broker-{leader}").address
@@ -168,8 +134,8 @@ def test_a_barrage_of_hostile_requests_moves_nothing(cluster: Cluster) -> None:
         assert r.error is ErrorCode.NONE, r
         acked.append(b"acked-%d" % i)
     c.cli("consume", "t", "--until-hw", "--timeout-ms", "20000")
-    before = describe(c)
-    logs_before = segments(c)
+    before = describe_partition(c)
+    logs_before = segment_bytes(c)
     active = str(c.status()["controller"]["name"])
     addresses = {
         "leader": leader_address,
@@ -186,10 +152,10 @@ def test_a_barrage_of_hostile_requests_moves_nothing(cluster: Cluster) -> None:
     assert not failures, f"{len(failures)} undefined answers {rerun}:\n" + "\n".join(failures[:30])
     dead = [p.name for p in c.reload().processes if not localcluster.is_alive(p)]
     assert not dead, f"processes died: {dead} {rerun}"
-    after = describe(c)
+    after = describe_partition(c)
     for key in ("leader", "leader_epoch", "isr", "replicas_state"):
         assert after[key] == before[key], f"{key} moved {rerun}"
-    assert segments(c) == logs_before, f"a byte was written {rerun}"
+    assert segment_bytes(c) == logs_before, f"a byte was written {rerun}"
     for name in ("broker-1", "broker-2", "broker-3", active):
         failed = [e for e in c.log_events(name) if e.get("event") == "request_failed"]
         assert not failed, f"{name}: {failed[:3]} {rerun}"

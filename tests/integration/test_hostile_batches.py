@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from minibroker.core.errors import ErrorCode
 from minibroker.core.types import TopicPartition
 from tests.hostile import batches as hb
-from tests.integration.conftest import Cluster, running_cluster
+from tests.integration.conftest import Cluster, describe_partition, segment_bytes
 from tests.integration.rpc import batch, produce
 
 with warnings.catch_warnings():
@@ -27,40 +26,9 @@ pytestmark = pytest.mark.integration
 TP = TopicPartition("t", 0)
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    from minibroker.runtime.zk_store import ZkStore
-
-    d = tmp_path / "cluster"
-    with running_cluster(d) as state:
-        zk = ZkStore(state.zk_connect, session_timeout_ms=5000)
-        zk.start()
-        try:
-            c = Cluster(d, state, zk)
-            c.cli("topics", "create", "t", "--partitions", "1", "--replication-factor", "3",
-                  "--config", "min.insync.replicas=2", "--wait")  # fmt: skip
-            yield c
-        finally:
-            zk.stop()
-
-
-def describe(c: Cluster) -> dict[str, object]:
-    (p,) = json.loads(c.cli("topics", "describe", "t", "--json").stdout)
-    assert isinstance(p, dict)
-    return p
-
-
-def segments(c: Cluster) -> dict[int, bytes]:
-    out = {}
-    for b in (1, 2, 3):
-        d = Path(c.reload().process(f"broker-{b}").data_dir) / "data" / "t-0"
-        out[b] = b"".join(f.read_bytes() for f in sorted(d.glob("*.log")))
-    return out
-
-
-def test_lying_batches_are_refused_and_nothing_moves(cluster: Cluster) -> None:
-    c = cluster
-    leader = describe(c)["leader"]
+def test_lying_batches_are_refused_and_nothing_moves(topic_t: Cluster) -> None:
+    c = topic_t
+    leader = describe_partition(c)["leader"]
     address = c.state.process(f"broker-{leader}").address
     acked = []
     for i in range(5):
@@ -68,18 +36,18 @@ def test_lying_batches_are_refused_and_nothing_moves(cluster: Cluster) -> None:
         assert r.error is ErrorCode.NONE, r
         acked += [b"acked-%d-a" % i, b"acked-%d-b" % i]
     c.cli("consume", "t", "--until-hw", "--timeout-ms", "20000")  # every replica caught up
-    before = describe(c)
-    logs_before = segments(c)
+    before = describe_partition(c)
+    logs_before = segment_bytes(c)
 
     answers = {}
     for variant in hb.VARIANTS:
         answers[variant.name] = produce(address, TP, variant.make()).error
     assert answers == {v.name: v.code for v in hb.VARIANTS}
 
-    after = describe(c)
+    after = describe_partition(c)
     assert after["isr"] == before["isr"] and after["leader_epoch"] == before["leader_epoch"]
     assert after["replicas_state"] == before["replicas_state"], "a LEO or HW moved"
-    assert segments(c) == logs_before, "a byte was written"
+    assert segment_bytes(c) == logs_before, "a byte was written"
     consumed = c.cli("consume", "t", "--from-beginning", "--until-hw", "--timeout-ms", "20000")
     assert consumed.stdout.split() == [v.decode() for v in acked]
     for b, data in logs_before.items():
@@ -90,12 +58,12 @@ def test_lying_batches_are_refused_and_nothing_moves(cluster: Cluster) -> None:
         assert values == acked, f"broker {b}'s segment as kafka-python reads it"
 
 
-def test_a_log_damaged_before_these_checks_reads_up_to_the_damage(cluster: Cluster) -> None:
+def test_a_log_damaged_before_these_checks_reads_up_to_the_damage(topic_t: Cluster) -> None:
     """A segment already holding a lying batch (CRC right, 2 records, count 1), as logs written
     before the record walk may: recovery keeps it, and a consumer reads every record before it,
     then stops there with CORRUPT_MESSAGE naming its offset — nothing before it is lost, nothing
     after it is skipped silently."""
-    c = cluster
+    c = topic_t
     c.cli("topics", "create", "d", "--partitions", "1", "--replication-factor", "1", "--wait")
     (p,) = json.loads(c.cli("topics", "describe", "d", "--json").stdout)
     broker = p["leader"]
