@@ -20,30 +20,28 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import random
 import struct
-import tempfile
 import time
-import urllib.request
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import grpc
 
 from bench.common import CpuMeter, Result, format_header, format_row, percentiles
-from minibroker import localcluster
-from minibroker.client import admin_zk
+from bench.load_cluster import (
+    TOPIC,
+    Cluster,
+    add_topic,
+    request_counts,
+    running_cluster,
+)
 from minibroker.client.consumer import Consumer
 from minibroker.client.producer import Producer
 from minibroker.core.records import NewRecord, build_batch
 from minibroker.core.types import TopicPartition
-from minibroker.rpc import broker_pb2, broker_pb2_grpc
-from minibroker.runtime.waiting import wait_until
+from minibroker.rpc import broker_pb2
 
-TOPIC = "bench"
 OPTIONS = [
     ("grpc.max_send_message_length", 64 << 20),
     ("grpc.max_receive_message_length", 64 << 20),
@@ -51,7 +49,6 @@ OPTIONS = [
 RECORD_SIZES = (100, 1024)
 BATCHES = (1, 100, 1000)
 ACKS = (1, -1)
-REQUESTS_METRIC = "kafka_network_requestmetrics_requestspersec_total{"
 SYSTEM = "minibroker"
 # The Producer cases time every 16th record: a callback on each would cost the client as much
 # as the send itself (as Kafka's producer-perf-test, the latency is a sample).
@@ -60,94 +57,6 @@ LATENCY_SAMPLE = 16
 
 def acks_name(acks: int) -> str:
     return "all" if acks == -1 else str(acks)
-
-
-@dataclass(frozen=True)
-class Cluster:
-    """A running benchmark cluster: its state and each partition's leader address."""
-
-    state: localcluster.ClusterState
-    leaders: dict[int, str]
-    topic: str = TOPIC
-    replicas: int = 3
-
-    @property
-    def bootstrap(self) -> str:
-        return next(iter(self.leaders.values()))
-
-
-def _metadata(address: str, topic: str) -> Any:
-    with grpc.insecure_channel(address) as channel:
-        stub = broker_pb2_grpc.BrokerStub(channel)
-        return stub.Metadata(broker_pb2.MetadataRequest(topics=[topic]), timeout=5)
-
-
-def _ready_leaders(
-    address: str, topic: str, partitions: int, replicas: int
-) -> dict[int, str] | None:
-    """Each partition's leader address once every partition has a leader and a full ISR."""
-    try:
-        response = _metadata(address, topic)
-    except grpc.RpcError:
-        return None
-    hosts = {b.node_id: f"{b.host}:{b.port}" for b in response.brokers}
-    leaders: dict[int, str] = {}
-    for t in response.topics:
-        for p in t.partitions:
-            if p.error_code == 0 and p.leader_id in hosts and len(p.isr_nodes) == replicas:
-                leaders[p.partition_index] = hosts[p.leader_id]
-    return leaders if len(leaders) == partitions else None
-
-
-@contextmanager
-def running_cluster(
-    partitions: int = 3, replicas: int = 3, profile: str = "kafka", overrides: Sequence[str] = ()
-) -> Iterator[Cluster]:
-    """A fresh process-mode cluster (3 brokers, 1 controller) with the topic ready. Kafka's
-    timings by default: with the demo profile's 3 s replica lag, a follower starved of CPU by
-    the load itself can drop out of the ISR and fail acks=all writes (error 20)."""
-    with tempfile.TemporaryDirectory(prefix="bench-minibroker-") as tmp:
-        state = localcluster.up(
-            Path(tmp) / "cluster", controllers=1, profile=profile, overrides=overrides
-        )
-        try:
-            yield add_topic(state, TOPIC, partitions, replicas)
-        finally:
-            localcluster.down(state)
-
-
-def add_topic(
-    state: localcluster.ClusterState, topic: str, partitions: int, replicas: int
-) -> Cluster:
-    """Create `topic` (min.insync.replicas 2 where RF allows) and wait for its leaders."""
-    with localcluster.zk_session(state.zk_connect) as zk:
-        config = {"min.insync.replicas": str(min(2, replicas))}
-        admin_zk.create_topic(zk, topic, partitions, replicas, config, random.Random(1))
-    address = state.by_role("broker")[0].address
-    found: dict[int, str] = {}
-
-    def ready() -> bool:
-        found.update(_ready_leaders(address, topic, partitions, replicas) or {})
-        return len(found) == partitions
-
-    wait_until(ready, timeout_s=30, what=f"topic {topic}'s leaders and ISRs")
-    return Cluster(state, found, topic, replicas)
-
-
-def request_counts(state: localcluster.ClusterState) -> dict[str, float]:
-    """Requests handled so far by all brokers, by kind, from their Prometheus endpoints."""
-    counts: dict[str, float] = {}
-    for b in state.by_role("broker"):
-        if not b.metrics_port:
-            continue
-        url = f"http://{b.host}:{b.metrics_port}/metrics"
-        with urllib.request.urlopen(url, timeout=5) as response:
-            text = response.read().decode()
-        for line in text.splitlines():
-            if line.startswith(REQUESTS_METRIC):
-                kind = line.split('request="', 1)[1].split('"', 1)[0]
-                counts[kind] = counts.get(kind, 0.0) + float(line.rsplit(" ", 1)[1])
-    return counts
 
 
 def produce_request(

@@ -19,173 +19,45 @@ import argparse
 import json
 import os
 import random
-import resource
 import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common import Section, cpu_seconds, md_table, rss_mb
+from bench.common import Section, rss_mb
+from bench.scale_probes import (
+    BROKERS,
+    IDLE_WINDOW_S,
+    REPLICATION_FACTOR,
+    SEED,
+    SETTLE_S,
+    TOPIC,
+    allow_open_files,
+    budget_s,
+    describe_all,
+    idle_cpu_pct,
+    open_files,
+    open_files_limit,
+    read_states,
+    serving_count,
+    wall_ms,
+)
+from bench.scale_report import Failover, ScaleRun, figures, markdown
 from minibroker import localcluster
 from minibroker.client import admin_zk
-from minibroker.client.admin import BrokerDescription, BrokerUnreachable, describe_broker
 from minibroker.client.events import Event
-from minibroker.core.types import NO_LEADER, LeaderAndIsr, TopicPartition
-from minibroker.core.zk_layout import BrokerIdZNode, TopicPartitionStateZNode
+from minibroker.core.types import NO_LEADER, LeaderAndIsr
+from minibroker.core.zk_layout import BrokerIdZNode
 from minibroker.runtime.settings import Settings
 from minibroker.runtime.waiting import WaitTimeout, wait_until
 from minibroker.runtime.zk_store import Stat, ZkStore
 
-TOPIC = "scale"
-REPLICATION_FACTOR = 3
-BROKERS = 3
-SETTLE_S = 5.0  # after start-up, before sampling idle CPU: the last ISR and HW work ends
-IDLE_WINDOW_S = 15.0
-SEED = 9  # the replica assignment's two random draws
-
-
-def _budget_s(partitions: int) -> float:
-    """How long one phase (start-up, a broker's return) may take before the run gives up."""
-    return 60.0 + partitions * 0.03
-
-
-# ---- process figures from /proc -------------------------------------------------------------
-
-
-def idle_cpu_pct(pids: dict[str, int], window_s: float) -> dict[str, float]:
-    """CPU% of each process over `window_s` of wall time (100% = one core)."""
-    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-    started = time.monotonic()
-    time.sleep(window_s)  # the measurement window itself, not a synchronisation
-    elapsed = time.monotonic() - started
-    return {name: (cpu_seconds(pid) - before[name]) / elapsed * 100 for name, pid in pids.items()}
-
-
-def open_files(pid: int) -> int:
-    """How many file descriptors the process holds."""
-    try:
-        return len(os.listdir(f"/proc/{pid}/fd"))
-    except OSError:
-        return -1
-
-
-def open_files_limit(pid: int) -> int:
-    """The process's soft limit on open files (/proc/<pid>/limits)."""
-    try:
-        for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
-            if line.startswith("Max open files"):
-                return int(line.split()[3])
-    except (OSError, ValueError):
-        pass
-    return -1
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def allow_open_files(partitions: int) -> int:
-    """Raise this process's open-file limit, which the cluster's processes inherit, to what
-    `partitions` need: a broker keeps each replica's log and index open (Kafka does too, and
-    its docs ask for a limit of 100,000 or more). Raising the hard limit needs root; without,
-    the soft limit goes up to the hard one. Returns the soft limit now in force."""
-    want = 4 * partitions + 4096
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY or soft >= want:
-        return soft
-    try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (want, max(hard, want)))
-    except (ValueError, OSError):
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-
-
-# ---- what the cluster holds --------------------------------------------------------------------
-
-
-def read_states(zk: ZkStore, partitions: Iterable[int]) -> dict[int, tuple[LeaderAndIsr, Stat]]:
-    """The topic's state znodes that exist among `partitions`, with their stats (pipelined)."""
-    paths = {p: TopicPartitionStateZNode.path(TopicPartition(TOPIC, p)) for p in partitions}
-    got = zk.get_many(paths.values())
-    out = {}
-    for p, path in paths.items():
-        node = got[path]
-        if node is not None:
-            out[p] = (TopicPartitionStateZNode.decode(node[0], node[1].version), node[1])
-    return out
-
-
-def _describe_all(state: localcluster.ClusterState) -> dict[int, BrokerDescription]:
-    out = {}
-    for b in state.by_role("broker"):
-        if localcluster.is_alive(b) and b.id is not None:
-            try:
-                out[b.id] = describe_broker(b.address, timeout_s=30.0)
-            except BrokerUnreachable:
-                continue
-    return out
-
-
-def serving_count(descriptions: dict[int, BrokerDescription], partitions: int) -> int:
-    """Partitions whose every replica serves: exactly one broker leads it with an ISR of
-    RF members, every follower named in its ISR has fetched from it (the leader knows its
-    LEO), and each follower follows that leader at that leader epoch."""
-    count = 0
-    for p in range(partitions):
-        tp = TopicPartition(TOPIC, p)
-        replicas = {b: d.partitions[tp] for b, d in descriptions.items() if tp in d.partitions}
-        leaders = [r for r in replicas.values() if r.is_leader]
-        if len(leaders) != 1 or len(leaders[0].isr) != REPLICATION_FACTOR:
-            continue
-        leader = leaders[0]
-        followers = [b for b in leader.isr if b != leader.leader]
-        fetched = all(
-            (r := leader.remote(b)) is not None and r.log_end_offset >= 0 for b in followers
-        )
-        agree = all(
-            b in replicas
-            and replicas[b].leader == leader.leader
-            and replicas[b].leader_epoch == leader.leader_epoch
-            for b in followers
-        )
-        count += fetched and agree
-    return count
-
-
-# ---- one run ------------------------------------------------------------------------------------
-
-
-@dataclass
-class Failover:
-    victim: str
-    moved: int  # leaderships the victim held
-    expiry_after_kill_s: float  # the controller's broker_change event
-    moved_after_expiry_s: float  # the last new leader written in ZooKeeper (state mtime)
-    applied_after_expiry_s: float  # the last `became_leader` on the new leaders
-    returned_s: float | None = None  # restart until it is in every ISR again
-
-
-@dataclass
-class ScaleRun:
-    partitions: int
-    profile: str
-    startup_s: float | None = None
-    states_written_s: float | None = None  # creation until the last state znode was created
-    cpu_pct: dict[str, float] = field(default_factory=dict)
-    rss: dict[str, float] = field(default_factory=dict)
-    failover: Failover | None = None
-    open_files_limit: int = 0
-    created_ms: int = 0  # wall clock when the topic was created
-    failed: str | None = None  # the phase that did not finish, and what was measured by then
-    wall_s: float = 0.0
-
 
 def _create_topic(zk: ZkStore, partitions: int) -> int:
-    created_ms = _wall_ms()
+    created_ms = wall_ms()
     admin_zk.create_topic(zk, TOPIC, partitions, REPLICATION_FACTOR, {}, random.Random(SEED))
     return created_ms
 
@@ -248,7 +120,7 @@ def _wait_serving(state: localcluster.ClusterState, partitions: int, timeout_s: 
     scan = LogScan(state.by_role("broker"))
 
     def all_serving() -> bool:
-        seen[0] = serving_count(_describe_all(state), partitions)
+        seen[0] = serving_count(describe_all(state), partitions)
         polls[0] += 1
         if seen[0] < partitions and polls[0] % 4 == 0:
             failures = _failures(scan)
@@ -284,7 +156,7 @@ def _kill_one(
     survivors = [b for b in state.by_role("broker") if b.id != victim_id]
     controller = state.by_role("controller")[0]
     scan = LogScan([controller, *survivors])
-    killed_ms = _wall_ms()
+    killed_ms = wall_ms()
     localcluster.send(state, victim.name, "kill")
     seen: list[tuple[localcluster.ProcessInfo, Event]] = []
     wait_until(
@@ -338,7 +210,7 @@ def _restart(
     """Start a killed broker again; seconds until ZooKeeper has it in every ISR again (the
     last of those ISR writes' mtime; the poll slows with size, as reading costs)."""
     broker_id = state.process(name).id
-    started_ms = _wall_ms()
+    started_ms = wall_ms()
     localcluster.start(state, name)
 
     def back() -> int | None:
@@ -386,7 +258,7 @@ def _states_written_s(zk: ZkStore, run: ScaleRun) -> float | None:
 
 
 def _phases(run: ScaleRun, state: localcluster.ClusterState, zk: ZkStore) -> None:
-    n, budget = run.partitions, _budget_s(run.partitions)
+    n, budget = run.partitions, budget_s(run.partitions)
     session_s = Settings.load(profile=run.profile).get_int("zookeeper.session.timeout.ms") / 1000
     run.created_ms = _create_topic(zk, n)
     t0 = time.monotonic()
@@ -432,100 +304,6 @@ def run_one(partitions: int, profile: str, keep: bool = False) -> ScaleRun:
 
 
 # ---- the report -------------------------------------------------------------------------------
-
-
-def figures(run: ScaleRun) -> dict[str, float]:
-    """The named values the goals table reads; only those this run measured."""
-    n = run.partitions
-    out: dict[str, float] = {}
-    if run.startup_s is not None:
-        out[f"scale.{n}.startup_s"] = round(run.startup_s, 2)
-    brokers = [v for k, v in run.cpu_pct.items() if k.startswith("broker-")]
-    if brokers:
-        out[f"scale.{n}.idle_cpu_pct_max"] = round(max(brokers), 2)
-    controllers = [v for k, v in run.cpu_pct.items() if k.startswith("controller-")]
-    if controllers:
-        out[f"scale.{n}.idle_cpu_pct_controller"] = round(max(controllers), 2)
-    rss = [v for k, v in run.rss.items() if k.startswith("broker-")]
-    if rss:
-        out[f"scale.{n}.rss_mb_max"] = round(max(rss), 1)
-    f = run.failover
-    if f is not None:
-        out[f"scale.{n}.moved_after_expiry_s"] = round(f.moved_after_expiry_s, 3)
-        out[f"scale.{n}.applied_after_expiry_s"] = round(f.applied_after_expiry_s, 3)
-        out[f"scale.{n}.moved_after_kill_s"] = round(
-            f.expiry_after_kill_s + f.moved_after_expiry_s, 3
-        )
-        out[f"scale.{n}.leaderships_moved"] = float(f.moved)
-    return out
-
-
-def _s(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def markdown(runs: Iterable[ScaleRun]) -> str:
-    runs = list(runs)
-    summary = md_table(
-        [
-            "partitions",
-            "start-up s",
-            "states in ZK s",
-            "leaderships moved",
-            "expiry after kill s",
-            "moved after expiry s",
-            "applied after expiry s",
-            "broker back in ISRs s",
-            "run s",
-        ],
-        [
-            [
-                r.partitions,
-                _s(r.startup_s),
-                _s(r.states_written_s),
-                r.failover.moved if r.failover else "-",
-                _s(r.failover.expiry_after_kill_s if r.failover else None),
-                _s(r.failover.moved_after_expiry_s if r.failover else None, 3),
-                _s(r.failover.applied_after_expiry_s if r.failover else None, 3),
-                _s(r.failover.returned_s if r.failover else None),
-                f"{r.wall_s:.0f}",
-            ]
-            for r in runs
-        ],
-    )
-    names = sorted({name for r in runs for name in r.rss})
-    per_process = md_table(
-        ["partitions", *(f"{n} CPU% / RSS MB" for n in names)],
-        [
-            [
-                r.partitions,
-                *(
-                    f"{_s(r.cpu_pct.get(n), 1)} / {_s(r.rss.get(n), 0)}" if n in r.rss else "-"
-                    for n in names
-                ),
-            ]
-            for r in runs
-        ],
-    )
-    failed = [
-        f"- {r.partitions} partitions did not finish (open-file limit {r.open_files_limit}): "
-        f"{r.failed}"
-        for r in runs
-        if r.failed
-    ]
-    profile = runs[0].profile if runs else ""
-    text = (
-        f"One topic of N partitions x RF {REPLICATION_FACTOR} on 3 brokers, 1 controller and "
-        f"ZooKeeper (profile {profile}). Start-up: topic creation until every replica serves "
-        "(one leader with a full ISR, both followers fetched from it); states in ZK: until the "
-        "controller created the last state znode. Failover: SIGKILL of the broker leading most "
-        "partitions; expiry = the controller's broker_change event, moved = the last new "
-        "leader's state znode mtime, applied = the last became_leader on a new leader; back "
-        "in ISRs: the killed broker's restart until ZooKeeper has it in every ISR.\n\n"
-        f"{summary}\n\nIdle, {IDLE_WINDOW_S:.0f} s after a {SETTLE_S:.0f} s settle (100% = one "
-        f"core):\n\n{per_process}"
-    )
-    return text + ("\n\n" + "\n".join(failed) if failed else "")
 
 
 def measure(
