@@ -41,6 +41,15 @@ def cli(
     return result
 
 
+@pytest.fixture(autouse=True)
+def _close_rpc_channels() -> Iterator[None]:
+    """No test leaves gRPC channels (and their threads) behind for the next one."""
+    from tests.integration import rpc
+
+    yield
+    rpc.close_channels()
+
+
 @dataclass
 class Cluster:
     dir: Path

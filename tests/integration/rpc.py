@@ -15,6 +15,14 @@ from minibroker.rpc import broker_pb2, broker_pb2_grpc
 _channels: dict[str, grpc.Channel] = {}
 
 
+def close_channels() -> None:
+    """Close every cached channel: gRPC's threads must be idle when a later test forks a child
+    (Spark's JVM launch runs Python in the forked child; with gRPC threads busy it can die
+    before exec: JAVA_GATEWAY_EXITED, seen under load)."""
+    while _channels:
+        _channels.popitem()[1].close()
+
+
 def stub(address: str) -> broker_pb2_grpc.BrokerStub:
     channel = _channels.get(address)
     if channel is None:
