@@ -86,9 +86,8 @@ class FollowerFetcher:
         self.response_max_bytes = s.get_int("replica.fetch.response.max.bytes")
         self.backoff_ms = s.get_int("replica.fetch.backoff.ms")
         self.timeout_s = (self.wait_ms + s.get_int("replica.socket.timeout.ms")) / 1000
-        self.mode = truncation_mode(
-            services.planted_bug
-        )  # leader epochs, unless a test plants a bug
+        # Leader epochs, unless a test plants a bug.
+        self.mode = truncation_mode(services.planted_bug)
         self._channel = grpc.aio.insecure_channel(
             address,
             options=[
