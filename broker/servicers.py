@@ -34,6 +34,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
     def __init__(self, rm: ReplicaManager, listener: str = "PLAINTEXT") -> None:
         self.rm = rm
         self.listener = listener
+        # Kafka caps every fetch at the broker's fetch.max.bytes, whatever it asks for.
+        self.fetch_max_bytes = rm.settings.get_int("fetch.max.bytes")
 
     # ---- Produce ---------------------------------------------------------------------------
 
@@ -82,10 +84,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
             replica_id=opt_field(request, "replica_id", CONSUMER_REPLICA_ID),
             max_wait_ms=max(0, min(int(request.max_wait_ms), MAX_WAIT_MS)),
             min_bytes=max(0, int(request.min_bytes)),
-            # Kafka caps every fetch at the broker's fetch.max.bytes, whatever it asks for.
             max_bytes=min(
-                int(request.max_bytes) if request.max_bytes > 0 else 1 << 30,
-                self.rm.settings.get_int("fetch.max.bytes"),
+                int(request.max_bytes) if request.max_bytes > 0 else 1 << 30, self.fetch_max_bytes
             ),
             partitions=tuple(parts),
         )

@@ -14,7 +14,9 @@ and make every reader fail at it. So nothing is appended until every batch has p
 From a client (the leader's append, Kafka's AppendOrigin.Client) also: exactly one batch per
 partition (Kafka: "more than one batch"), no control batch, no transactional batch (this broker
 has no transaction coordinator), a batch with a producer id has a producer epoch and base
-sequence >= 0, and no LogAppendTime timestamp type (the broker's to set). Producer ids are not
+sequence >= 0, and no LogAppendTime timestamp type (the broker's to set: Kafka 2.6 would
+overwrite the attribute and recompute the CRC; this broker appends a client's bytes as sent, so
+it refuses the batch instead). Producer ids are not
 tracked: idempotent de-duplication is not implemented, so a retried batch may be appended twice,
 as with a Kafka producer whose enable.idempotence is false.
 

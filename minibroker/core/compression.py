@@ -2,7 +2,9 @@
 
 Decompression is bounded: it never produces more than `max_bytes`, whatever a batch claims, so a
 hostile batch cannot make the broker allocate gigabytes (a "zip bomb"); garbage, a truncated
-stream or bytes after the stream's end are CORRUPT_MESSAGE. Ids 5-7 name no codec.
+stream or bytes after the stream's end are CORRUPT_MESSAGE. Ids 5-7 name no codec: also
+CORRUPT_MESSAGE here, where Kafka 2.6's CompressionType.forId throws an IllegalArgumentException
+that reaches the client as UNKNOWN_SERVER_ERROR (a deliberate difference: the batch is bad).
 
 Formats as Kafka's clients write them: gzip streams; snappy in xerial's framing (Kafka's Java
 client) or raw (some other clients), told apart by xerial's magic; the LZ4 frame format; zstd
@@ -68,11 +70,11 @@ def _gunzip(data: bytes | memoryview, max_bytes: int) -> bytes:
 
 
 def _unsnappy_raw(data: bytes | memoryview, budget: int) -> bytes:
+    raw = bytes(data)
     try:
-        declared = cramjam.snappy.decompress_raw_len(bytes(data))
-        if declared > budget:
+        if cramjam.snappy.decompress_raw_len(raw) > budget:
             raise _too_big(SNAPPY, budget)
-        return bytes(cramjam.snappy.decompress_raw(bytes(data)))
+        return bytes(cramjam.snappy.decompress_raw(raw))
     except cramjam.DecompressionError as exc:
         raise _corrupt(SNAPPY, str(exc)) from None
 

@@ -12,6 +12,11 @@ value (varint length >= -1, then that many bytes), a varint header count (>= 0, 
 two remaining bytes) and that many headers (key length >= 0, value length >= -1); the fields
 fill the record's length exactly, and the records fill the body exactly.
 
+Deliberately stricter than Kafka 2.6 in one rule: Kafka checks inner offsets only in compressed
+batches (and then rewrites them); in an uncompressed batch it keeps the offset deltas a client
+wrote, so deltas 0, 0, 0 would read back as three records at one offset. Here they must be the
+record's index in every batch.
+
 `check_records_py` is the reference; `check_records` is the C version built from
 `_record_walk.c` when the extension is present (the broker needs it for speed; the tests check
 that both give the same answer on random and mutated bodies).

@@ -310,7 +310,7 @@ def decode_batch(buf: bytes | memoryview, header: BatchHeader) -> list[Record]:
     out = []
     # The walk above proved every length, so this loop needs no checks of its own.
     for _ in range(header.record_count):
-        length, pos = _read_varint(view, pos)
+        _, pos = _read_varint(view, pos)  # the record length, proved by the walk
         pos += 1  # record attributes
         ts_delta, pos = _read_varint(view, pos)
         off_delta, pos = _read_varint(view, pos)
