@@ -19,24 +19,13 @@ from minibroker import topology as t
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "deploy" / "docker-compose.yml"
-PROJECT = "minibroker"
 IMAGE = "minibroker:dev"
 LOADGEN_IMAGE = "minibroker-loadgen:dev"
-ZOOKEEPER_IMAGE = "zookeeper:3.8"
+ZOOKEEPER_IMAGE = "minibroker-zookeeper:dev"
 HOME = "/home/minibroker"
 RUNS_DIR = f"{HOME}/loadgen-runs"
 SPARK_MASTER_PORT = 7077
 SPARK_UI_PORTS = {"spark-master": 8080, "spark-worker": 8081}
-# The same server settings as the process-mode ZooKeeper's zoo.cfg (runtime/zk_server.py):
-# fast ticks, so a 6 s session expires on time, and sessions up to Kafka's 18 s and beyond.
-ZOOKEEPER_ENV = {
-    "ZOO_TICK_TIME": "500",
-    "ZOO_CFG_EXTRA": "minSessionTimeout=1000 maxSessionTimeout=60000",
-    "ZOO_4LW_COMMANDS_WHITELIST": "srvr,ruok,stat,mntr,cons,dump,conf",
-    "ZOO_ADMINSERVER_ENABLED": "false",
-    "ZOO_MAX_CLIENT_CNXNS": "0",
-    "ZK_SERVER_HEAP": "256",
-}
 HEALTH_TIMING = {"interval": "3s", "timeout": "5s", "retries": 5, "start_period": "60s"}
 
 
@@ -54,15 +43,16 @@ def published(*ports: int) -> list[str]:
 
 
 def zookeeper() -> dict[str, Any]:
+    # Configured as the process-mode ZooKeeper (runtime/zk_server.py): deploy/zookeeper/zoo.cfg.
     return {
         "image": ZOOKEEPER_IMAGE,
-        "environment": dict(ZOOKEEPER_ENV),
+        "build": build("zookeeper"),
         "ports": published(t.ZOOKEEPER_PORT),
         "volumes": ["zookeeper-data:/data", "zookeeper-datalog:/datalog"],
         "labels": {t.ROLE_LABEL: "zookeeper"},
         "healthcheck": {
-            # zkServer.sh asks `srvr` through ZooKeeper's own Java client: no nc needed.
-            "test": ["CMD", "zkServer.sh", "status"],
+            # `ruok` answered `imok` (deploy/zookeeper/ruok.py; the image has Python).
+            "test": ["CMD", "python3", "/usr/local/bin/zk-ruok"],
             **HEALTH_TIMING,
         },
     }
@@ -173,7 +163,8 @@ def compose() -> dict[str, Any]:
     volumes = ["zookeeper-data", "zookeeper-datalog"]
     volumes += [f"{n.name}-data" for n in nodes if n.role == "broker"]
     volumes.append("loadgen-runs")
-    return {"name": PROJECT, "services": services, "volumes": {v: {} for v in volumes}}
+    # No top-level `name:` (docker-compose 1.29 rejects it): deploy/.env names the project.
+    return {"services": services, "volumes": {v: {} for v in volumes}}
 
 
 def header() -> list[str]:
@@ -201,7 +192,8 @@ def header() -> list[str]:
 
 
 COMMENTS: Mapping[tuple[str, ...], str] = {
-    ("services", "zookeeper"): "The official image; data and transaction log in named volumes.",
+    ("services", "zookeeper"): "Debian's ZooKeeper 3.8 (deploy/Dockerfile, target zookeeper);\n"
+    "data and transaction log in named volumes.",
     ("services", "broker-1"): "Brokers: id N, INTERNAL 9092 for the other nodes and containers,\n"
     "EXTERNAL (published) for the host. Logs live in one named volume each.",
     ("services", "controller-1"): "Controllers: id 100+N; the first to win /controller is "

@@ -16,7 +16,9 @@ ROOT = Path(__file__).resolve().parents[3]
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 PROGRAM_PACKAGES = ("minibroker", "broker", "controller", "loadgen")
-FINAL_STAGES = ("runtime", "loadgen")
+FINAL_STAGES = ("runtime", "loadgen", "zookeeper")
+JAVA_STAGES = ("loadgen", "zookeeper")
+BUILD_STAGES = ("build-deps", "build", "build-loadgen")
 JAVA = re.compile(r"\b(openjdk-\d+-jre\S*|default-jre\S*|openjdk-\d+-jdk\S*|temurin)\b")
 COMPILERS = re.compile(r"\b(build-essential|gcc|g\+\+|clang|python3-dev)\b")
 
@@ -75,7 +77,7 @@ def chain(stages: dict[str, Stage], name: str) -> list[Stage]:
 
 def stage_problems(stages: dict[str, Stage]) -> list[str]:
     problems = []
-    for name in ("build", *FINAL_STAGES):
+    for name in (*BUILD_STAGES, *FINAL_STAGES):
         if name not in stages:
             problems.append(f"no stage {name!r}")
     if problems:
@@ -96,12 +98,13 @@ def stage_problems(stages: dict[str, Stage]) -> list[str]:
         problems.append("runtime: does not copy the build stage's /opt/venv")
     for name, stage in stages.items():
         runs = " ".join(stage.all("RUN"))
-        if JAVA.search(runs) and name != "loadgen":
-            problems.append(f"{name}: installs Java, which only the load generator needs")
-        if COMPILERS.search(runs) and name != "build":
+        if JAVA.search(runs) and name not in JAVA_STAGES:
+            problems.append(f"{name}: installs Java, which only Spark and ZooKeeper need")
+        if COMPILERS.search(runs) and name not in BUILD_STAGES:
             problems.append(f"{name}: installs build tools outside the build stage")
-    if not JAVA.search(" ".join(stages["loadgen"].all("RUN"))):
-        problems.append("loadgen: no JRE for Spark")
+    for name in JAVA_STAGES:
+        if not JAVA.search(" ".join(stages[name].all("RUN"))):
+            problems.append(f"{name}: no JRE")
     if "gen_proto.py --check" not in " ".join(stages["build"].all("RUN")):
         problems.append("build: does not check the generated gRPC code against proto/")
     return problems
@@ -124,9 +127,9 @@ def imported_packages() -> set[str]:
 
 
 def copied_sources(stages: dict[str, Stage]) -> list[str]:
-    """Paths the build stage copies from the context (not --from another stage)."""
+    """Paths the build stages copy from the context (not --from another stage)."""
     out = []
-    for args in stages["build"].all("COPY"):
+    for args in stages["build-deps"].all("COPY") + stages["build"].all("COPY"):
         if "--from=" in args:
             continue
         parts = [p for p in args.split() if not p.startswith("--")]

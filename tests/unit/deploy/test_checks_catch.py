@@ -86,8 +86,8 @@ COMPOSE_BREAKAGES: list[tuple[str, Mutation, Callable[[cc.Compose], list[str]]]]
         cc.env_problems,
     ),
     (
-        "a variable ZooKeeper ignores",
-        setitem(S + "zookeeper/environment/TICK", "1"),
+        "a variable no program reads",
+        setitem(S + "broker-1/environment/ZOO_TICK_TIME", "1"),
         cc.env_problems,
     ),
     ("a port on every interface", setitem(S + "broker-1/ports/0", "19001:19001"), cc.port_problems),
@@ -178,13 +178,13 @@ DOCKERFILE_BREAKAGES = [
     ),
     (
         "Java in the runtime",
-        "FROM runtime AS loadgen\n",
-        "RUN apt-get install -y openjdk-17-jre-headless\nFROM runtime AS loadgen\n",
+        "FROM ${JAVA_IMAGE} AS loadgen\n",
+        "RUN apt-get install -y openjdk-17-jre-headless\nFROM ${JAVA_IMAGE} AS loadgen\n",
     ),
     (
         "a compiler in the runtime",
-        "FROM runtime AS loadgen\n",
-        "RUN apt-get install -y gcc\nFROM runtime AS loadgen\n",
+        "FROM ${JAVA_IMAGE} AS loadgen\n",
+        "RUN apt-get install -y gcc\nFROM ${JAVA_IMAGE} AS loadgen\n",
     ),
     ("no gRPC healthcheck", 'CMD ["minibroker", "health"', 'CMD ["true"'),
     ("stale generated code unchecked", "gen_proto.py --check", "gen_proto.py"),
