@@ -30,14 +30,14 @@ command -v docker >/dev/null 2>&1 \
 docker info >/dev/null 2>&1 \
   || die "cannot reach the Docker engine: start it (systemctl start docker) or join the docker group"
 
-PROJECT_IMAGES=(minibroker:dev minibroker-loadgen:dev minibroker-zookeeper:dev)
-TARGETS=(runtime loadgen zookeeper)
+PROJECT_IMAGES=(minibroker:dev minibroker-loadgen:dev minibroker-zookeeper:dev minibroker-netfault:dev)
+TARGETS=(runtime loadgen zookeeper netfault)
 
 if [ "$MODE" = registry ]; then
   if docker compose version >/dev/null 2>&1; then
-    docker compose -f deploy/docker-compose.yml --profile loadgen build
+    docker compose -f deploy/docker-compose.yml --profile loadgen --profile tools build
   else
-    docker-compose -f deploy/docker-compose.yml --profile loadgen build
+    docker-compose -f deploy/docker-compose.yml --profile loadgen --profile tools build
   fi
   docker image ls --format '  {{.Repository}}:{{.Tag}}  {{.Size}}' | grep -E '^  minibroker' || true
   exit 0
@@ -103,6 +103,7 @@ make_base() {  # NAME PACKAGES(comma-separated)
 make_base minibroker-base:bookworm python3,passwd,libstdc++6
 make_base minibroker-base-build:bookworm python3,python3-venv,python3-dev,gcc,libc6-dev
 make_base minibroker-base-java:bookworm python3,passwd,openjdk-17-jre-headless,libzookeeper-java
+make_base minibroker-base-net:bookworm iptables
 
 # ---- the wheelhouse: every Python package the images install, built on the host -------------
 PYTHON="${PYTHON:-python3}"
@@ -134,6 +135,7 @@ for i in "${!TARGETS[@]}"; do
        --build-arg PYTHON_IMAGE=minibroker-base:bookworm \
        --build-arg BUILD_IMAGE=minibroker-base-build:bookworm \
        --build-arg JAVA_IMAGE=minibroker-base-java:bookworm \
+       --build-arg NET_IMAGE=minibroker-base-net:bookworm \
        --build-arg PIP_OFFLINE=1 . > "$STATE/build-$target.log" 2>&1; then
     tail -n 30 "$STATE/build-$target.log" >&2
     die "building $image failed (whole log: $STATE/build-$target.log)"
@@ -144,7 +146,7 @@ docker image prune -f --filter label=org.minibroker.image >/dev/null
 
 say "built:"
 for image in "${PROJECT_IMAGES[@]}" minibroker-base:bookworm minibroker-base-build:bookworm \
-             minibroker-base-java:bookworm; do
+             minibroker-base-java:bookworm minibroker-base-net:bookworm; do
   size=$(docker image inspect "$image" --format '{{.Size}}' 2>/dev/null || echo "")
   if [ -n "$size" ]; then echo "  $image  $((size / 1000000)) MB"; else echo "  $image  missing"; fi
 done

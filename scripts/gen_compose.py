@@ -22,6 +22,7 @@ OUT = ROOT / "deploy" / "docker-compose.yml"
 IMAGE = "minibroker:dev"
 LOADGEN_IMAGE = "minibroker-loadgen:dev"
 ZOOKEEPER_IMAGE = "minibroker-zookeeper:dev"
+NETFAULT_IMAGE = "minibroker-netfault:dev"
 HOME = "/home/minibroker"
 RUNS_DIR = f"{HOME}/loadgen-runs"
 SPARK_MASTER_PORT = 7077
@@ -154,12 +155,24 @@ def spark_worker() -> dict[str, Any]:
     }
 
 
+def netfault() -> dict[str, Any]:
+    # Listed so that `compose --profile tools build` builds it; the chaos commands run it.
+    return {
+        "image": NETFAULT_IMAGE,
+        "build": build("netfault"),
+        "profiles": ["tools"],
+        "network_mode": "none",
+        "labels": {t.ROLE_LABEL: "tool"},
+    }
+
+
 def compose() -> dict[str, Any]:
     nodes = t.nodes()
     services: dict[str, Any] = {t.ZOOKEEPER: zookeeper()}
     services |= {n.name: node(n) for n in nodes}
     services |= {"loadgen": loadgen(nodes), "spark-master": spark_master()}
     services["spark-worker"] = spark_worker()
+    services["netfault"] = netfault()
     volumes = ["zookeeper-data", "zookeeper-datalog"]
     volumes += [f"{n.name}-data" for n in nodes if n.role == "broker"]
     volumes.append("loadgen-runs")
@@ -200,6 +213,8 @@ COMMENTS: Mapping[tuple[str, ...], str] = {
     "active,\nthe other a standby (both healthy; minibroker.v1.Control is SERVING on the active).",
     ("services", "loadgen"): "docker compose --profile loadgen run --rm loadgen [FLAGS]; add\n"
     "--master spark://spark-master:7077 with the spark profile up (deploy/README.md).",
+    ("services", "netfault"): "iptables for the network faults of `minibroker cluster isolate/cut\n"
+    "--compose`: a helper the chaos commands run in a node's network namespace, not a service.",
     ("services", "spark-master"): "Spark standalone, from the load generator's image: the same\n"
     "Spark as pyspark and the Python packages its executors need.",
     (

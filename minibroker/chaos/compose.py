@@ -17,10 +17,10 @@ from minibroker.chaos.backend import (
     NetworkFault,
     Node,
     NodeState,
-    no_fault_proxy,
     node_name,
     node_or_raise,
 )
+from minibroker.chaos.compose_network import ComposeNetwork, Member, member
 from minibroker.localcluster import STOP_GRACE_S
 
 # Labels docker compose sets on every container of a project.
@@ -30,7 +30,7 @@ ONEOFF_LABEL = "com.docker.compose.oneoff"  # "True" on `docker compose run` con
 # Labels deploy/docker-compose.yml sets on each service.
 ROLE_LABEL = "minibroker.role"  # zookeeper | broker | controller | loadgen
 NODE_ID_LABEL = "minibroker.node-id"  # broker id ("1") or controller id ("101")
-DEFAULT_PROJECT = "minibroker"  # the compose file's `name:`
+DEFAULT_PROJECT = "minibroker"  # COMPOSE_PROJECT_NAME in deploy/.env
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 
 # Docker's container states; "restarting" counts as running (it is coming back by itself).
@@ -206,8 +206,49 @@ class ComposeBackend:
     def restart(self, name: str) -> None:
         self._do("restart", name, lambda c: c.restart(timeout=STOP_GRACE_S))
 
+    def health(self) -> dict[str, str]:
+        """Every long-running container of the project (one-offs excluded) by compose service:
+        "healthy", "unhealthy", "starting" (Docker's health states), "running" (up, no health
+        check) or its stopped state ("exited", "created", ...)."""
+        found: list[Any] = self._engine(
+            f"listing the containers of {self._where()}",
+            lambda: self._client.containers.list(
+                all=True, filters={"label": [f"{PROJECT_LABEL}={self.project}"]}
+            ),
+        )
+        out = {}
+        for c in found:
+            if (c.labels or {}).get(ONEOFF_LABEL) == "True":
+                continue
+            state = c.attrs.get("State") or {}
+            status = str(state.get("Status") or c.status)
+            health = (state.get("Health") or {}).get("Status")
+            out[c.labels.get(SERVICE_LABEL, c.name)] = (
+                health if status == "running" and health else status
+            )
+        return dict(sorted(out.items()))
+
+    # ---- network faults (minibroker/chaos/compose_network.py) -------------------------------
+
+    def _members(self) -> list[Member]:
+        return [member(n, c, c.labels.get(SERVICE_LABEL, n.name)) for n, c in self._containers()[0]]
+
+    def _network(self) -> ComposeNetwork:
+        return ComposeNetwork(self._client, self.project, self._engine)
+
     def network_fault(self, fault: NetworkFault) -> list[str]:
-        raise no_fault_proxy(self.kind)
+        members = self._members()
+        node_or_raise([m.node for m in members], fault.name, self._where())
+        target = next(m for m in members if m.node.name == fault.name)
+        return self._network().cut(fault, target, members)
 
     def heal_network(self, name: str | None = None) -> list[str]:
-        raise no_fault_proxy(self.kind)
+        members = self._members()
+        if name is not None:
+            node_or_raise([m.node for m in members], name, self._where())
+        network = self._network()
+        healed = []
+        for m in members:
+            if name is None or m.node.name == name:
+                healed += network.heal(m)
+        return healed

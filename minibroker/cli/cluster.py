@@ -42,6 +42,22 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add_dir_argument(st)
     st.set_defaults(func=cmd_status)
 
+    wt = csub.add_parser(
+        "wait",
+        help="wait until every service of a compose cluster is healthy (`docker-compose up -d` "
+        "has no --wait)",
+    )
+    wt.add_argument(
+        "--compose",
+        nargs="?",
+        const=chaos.DEFAULT_PROJECT,
+        default=chaos.DEFAULT_PROJECT,
+        metavar="PROJECT",
+        help=f"the compose project (default {chaos.DEFAULT_PROJECT})",
+    )
+    wt.add_argument("--timeout", type=float, default=60.0, help="seconds to wait (default 60)")
+    wt.set_defaults(func=cmd_wait)
+
     dn = csub.add_parser("down", help="stop every process of the cluster")
     add_dir_argument(dn)
     dn.set_defaults(func=cmd_down)
@@ -101,6 +117,31 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"fault proxy {proxy.address}: {len(state.proxy_links)} links (`cluster links`)")
     print(f"state file: {d / localcluster.STATE_FILE}")
     return 0
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    backend = chaos.ComposeBackend(args.compose, chaos.DEFAULT_ZK)
+    started = time.monotonic()
+    deadline = started + args.timeout
+    while True:
+        health = backend.health()
+        waiting = {s: h for s, h in health.items() if h not in ("healthy", "running")}
+        if health and not waiting:
+            took = time.monotonic() - started
+            print(f"compose project {args.compose!r}: {len(health)} services up in {took:.1f} s: "
+                  + ", ".join(f"{s} {h}" for s, h in health.items()))  # fmt: skip
+            return 0
+        broken = {s: h for s, h in waiting.items() if h not in ("starting", "created")}
+        if time.monotonic() >= deadline or broken:
+            why = broken or waiting or {"(none)": "no container: run `docker-compose up -d`"}
+            raise chaos.ChaosError(
+                f"compose project {args.compose!r} is not healthy"
+                + (f" after {args.timeout:.0f} s" if not broken else "")
+                + ": "
+                + ", ".join(f"{s} {h}" for s, h in why.items())
+                + " (`docker-compose logs SERVICE` says why)"
+            )
+        time.sleep(0.5)
 
 
 def render_status(st: localcluster.ClusterStatus) -> str:

@@ -1,5 +1,7 @@
-"""`minibroker cluster isolate|delay|throttle|heal|links`: network faults on a process-mode
-cluster started with `--proxy`, through the chaos interface (ProcessBackend.network_fault)."""
+"""`minibroker cluster isolate|delay|throttle|heal|links`: network faults through the chaos
+interface: on a process-mode cluster started with `--proxy` (the loopback fault proxy), or with
+`--compose` on a compose cluster's containers (`isolate` and `heal`: network disconnects and
+iptables rules, minibroker/chaos/compose_network.py)."""
 
 from __future__ import annotations
 
@@ -55,6 +57,17 @@ def add_parsers(csub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", help="leader/follower mean those of partition 0 of this topic")
     add_dir_argument(p)
+    p.add_argument(
+        "--compose",
+        nargs="?",
+        const=chaos.DEFAULT_PROJECT,
+        metavar="PROJECT",
+        help=f"act on the containers of a compose cluster (project {chaos.DEFAULT_PROJECT})",
+    )
+    p.add_argument(
+        "--zk",
+        help=f"a compose cluster's ZooKeeper (aliases); $MINIBROKER_ZK or {chaos.DEFAULT_ZK}",
+    )
 
 
 def _peers(text: str) -> tuple[str, ...]:
@@ -62,11 +75,17 @@ def _peers(text: str) -> tuple[str, ...]:
     return () if peers in ((), ("all",)) else peers
 
 
-def _backend(args: argparse.Namespace) -> chaos.ProcessBackend:
-    return chaos.ProcessBackend(cluster_dir(args))
+def _backend(args: argparse.Namespace) -> chaos.ChaosBackend:
+    project = getattr(args, "compose", None)
+    if project is not None and args.target is None and project != chaos.DEFAULT_PROJECT:
+        # `heal --compose broker-2`: argparse gave the target to --compose's optional value.
+        args.target, project = project, chaos.DEFAULT_PROJECT
+    if project is None:
+        return chaos.ProcessBackend(cluster_dir(args))
+    return chaos.backend_for(cluster_dir=args.dir, compose_project=project, zk=args.zk)
 
 
-def _resolve(backend: chaos.ProcessBackend, args: argparse.Namespace) -> tuple[str, str]:
+def _resolve(backend: chaos.ChaosBackend, args: argparse.Namespace) -> tuple[str, str]:
     """(node name, "name (why, pid N)") of the target."""
     resolved = chaos.resolve_target(backend, args.target, topic=args.topic)
     details = ", ".join(filter(None, [resolved.reason, backend.describe(resolved.name)]))
@@ -74,8 +93,8 @@ def _resolve(backend: chaos.ProcessBackend, args: argparse.Namespace) -> tuple[s
 
 
 def cmd_fault(args: argparse.Namespace) -> int:
-    chaos.parse_target(args.target, args.topic)  # a typo fails before a cluster is looked for
     backend = _backend(args)
+    chaos.parse_target(args.target, args.topic)
     name, who = _resolve(backend, args)
     peers = _peers(args.peers)  # the proxy checks them: node names or groups
     kinds: dict[str, Literal["cut", "delay", "throttle"]] = {
@@ -131,7 +150,7 @@ def render_links(views: list[LinkView]) -> str:
 
 
 def cmd_links(args: argparse.Namespace) -> int:
-    views = _backend(args).network_links()
+    views = chaos.ProcessBackend(cluster_dir(args)).network_links()
     if args.json:
         print(json.dumps([v.to_json() for v in views], indent=2))
     else:

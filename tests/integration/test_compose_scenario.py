@@ -9,119 +9,35 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
-import signal
-import subprocess
-import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from minibroker.client.producer import Producer
-from minibroker.client.read_back import read_to_high_watermark
-from minibroker.core.types import TopicPartition
-from minibroker.core.zk_layout import TopicZNode
 from minibroker.runtime.clock import now_ms
 from minibroker.runtime.waiting import wait_until
 from minibroker.runtime.zk_store import ZkStore
 from tests.integration.conftest import cli, running_cluster
+from tests.walkthrough import (
+    PARTITIONS,
+    TOPIC,
+    WAIT_S,
+    Event,
+    Load,
+    Timeline,
+    changed,
+    is_,
+    isr,
+    leader,
+    preferred,
+    print_timeline,
+    read_all,
+    render,
+)
 
 pytestmark = pytest.mark.integration
 
-TOPIC = "demo"
-PARTITIONS = 3
-# Demo profile: session 6 s, lag 3 s, isr_change blackout 5 s; generous for a loaded CI box.
-WAIT_S = 40.0
 LOGGING_SKEW_MS = 250  # how much later than its effect a loaded process may log its cause
-
-Event = dict[str, Any]
-
-
-class Load:
-    """acks=all records round-robin over the partitions until stopped; keeps what was acked."""
-
-    def __init__(self, bootstrap: list[str]) -> None:
-        self.acked: dict[tuple[int, int], bytes] = {}
-        self.failed = 0
-        self._stop = threading.Event()
-        self._bootstrap = bootstrap
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
-        self._thread.start()
-
-    async def _run(self) -> None:
-        async with Producer(self._bootstrap, acks="all", linger_ms=1) as producer:
-            # One writer per partition: a stalled leader must not hold up the others' traffic
-            # (a follower only falls out of the ISR when its leader has new data).
-            await asyncio.gather(*(self._write(producer, p) for p in range(PARTITIONS)))
-
-    async def _write(self, producer: Producer, partition: int) -> None:
-        i = 0
-        while not self._stop.is_set():
-            value = b"p%d-%d" % (partition, i)
-            try:
-                md = await producer.send_and_wait(TOPIC, value, partition=partition)
-                self.acked[(md.partition, md.offset)] = value
-            except Exception:
-                self.failed += 1
-            i += 1
-            await asyncio.sleep(0.02)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=60)
-
-
-async def _read_all(bootstrap: list[str]) -> dict[tuple[int, int], bytes | None]:
-    tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
-    got = await read_to_high_watermark(bootstrap, tps)
-    return {(tp.partition, offset): value for (tp, offset), value in got.items()}
-
-
-class Timeline:
-    """`minibroker events --follow --json` in the background, its events collected."""
-
-    def __init__(self, d: Path) -> None:
-        self.events: list[Event] = []
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "minibroker.cli.main", "events", "--follow", "--json",
-             "--dir", str(d)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-        )  # fmt: skip
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.events.append(json.loads(line))
-
-    def find(self, after_ms: int, pred: Callable[[Event], bool]) -> Event | None:
-        return next((e for e in list(self.events) if e["ts"] >= after_ms and pred(e)), None)
-
-    def wait(self, after_ms: int, what: str, pred: Callable[[Event], bool]) -> Event:
-        return wait_until(lambda: self.find(after_ms, pred), timeout_s=WAIT_S, what=what)
-
-    def close(self) -> str:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            _, err = self.proc.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            _, err = self.proc.communicate()
-        self._reader.join(timeout=5)
-        return err
-
-
-def _is(name: str, **fields: Any) -> Callable[[Event], bool]:
-    return lambda e: e["event"] == name and all(e.get(k) == v for k, v in fields.items())
-
-
-def _changed(name: str, broker: int) -> Callable[[Event], bool]:
-    return lambda e: e["event"] == name and broker in e.get("changed", [])
 
 
 def test_the_deploy_readme_chaos_walkthrough_in_process_mode(tmp_path: Path) -> None:
@@ -135,7 +51,7 @@ def test_the_deploy_readme_chaos_walkthrough_in_process_mode(tmp_path: Path) -> 
            "--replication-factor", "3", "--config", "min.insync.replicas=2", "--wait")  # fmt: skip
         zk = ZkStore(state.zk_connect, session_timeout_ms=10_000)
         zk.start()
-        timeline = Timeline(d)
+        timeline = Timeline(["--dir", str(d)])
         bootstrap = [p.address for p in state.by_role("broker")]
         load = Load(bootstrap)
         steps: list[tuple[str, int, list[tuple[str, Event]]]] = []
@@ -159,35 +75,35 @@ def test_the_deploy_readme_chaos_walkthrough_in_process_mode(tmp_path: Path) -> 
                    and 2 in e.get("dead", []))  # fmt: skip
             # 2. Start it again: it registers, catches up and rejoins every ISR.
             at = step("docker compose start broker-2", "start", "broker-2")
-            expect(at, "broker 2 registers", _is("broker_registered", broker_id=2))
-            expect(at, "broker 2 back in an ISR", _changed("isr_expand", 2))
-            wait_until(lambda: all(2 in _isr(zk, p) for p in range(PARTITIONS)),
+            expect(at, "broker 2 registers", is_("broker_registered", broker_id=2))
+            expect(at, "broker 2 back in an ISR", changed("isr_expand", 2))
+            wait_until(lambda: all(2 in isr(zk, p) for p in range(PARTITIONS)),
                        timeout_s=WAIT_S, what="broker 2 in every ISR")  # fmt: skip
             # 3. Clean stop: the controller moves broker-2's leaderships first.
             at = step("docker compose stop broker-2", "stop", "broker-2")
-            expect(at, "controller handles the controlled shutdown", _is("controlled_shutdown"))
+            expect(at, "controller handles the controlled shutdown", is_("controlled_shutdown"))
             expect(at, "controller sees broker 2 gone", lambda e: e["event"] == "broker_change"
                    and 2 in e.get("dead", []))  # fmt: skip
             at = step("docker compose start broker-2", "start", "broker-2")
-            expect(at, "broker 2 back in an ISR", _changed("isr_expand", 2))
-            wait_until(lambda: all(2 in _isr(zk, p) for p in range(PARTITIONS)),
+            expect(at, "broker 2 back in an ISR", changed("isr_expand", 2))
+            wait_until(lambda: all(2 in isr(zk, p) for p in range(PARTITIONS)),
                        timeout_s=WAIT_S, what="broker 2 in every ISR")  # fmt: skip
             # Restarts pile leaderships up on the brokers that stayed; the preferred election
             # spreads them again, so broker-3 follows two partitions and leads one.
             at = step("minibroker topics elect-preferred", "topics", "elect-preferred", "--wait")
             wait_until(
-                lambda: all(_leader(zk, p) == _preferred(zk, p) for p in range(PARTITIONS)),
+                lambda: all(leader(zk, p) == preferred(zk, p) for p in range(PARTITIONS)),
                 timeout_s=WAIT_S,
                 what="every partition led by its preferred replica",
             )
             # 4. Pause a follower: its leaders shrink the ISR after lag..1.5*lag; the change
             # reaches the controller as an isr_change node and every broker as UpdateMetadata.
             at = step("docker compose pause broker-3", "pause", "broker-3")
-            shrink = expect(at, "a leader drops broker 3 from the ISR", _changed("isr_shrink", 3))
+            shrink = expect(at, "a leader drops broker 3 from the ISR", changed("isr_shrink", 3))
             # 5. Unpause before its session (6 s) expires: it catches up and rejoins; after a
             # quiet 5 s the leader writes one isr_change node for both changes.
             at = step("docker compose unpause broker-3", "resume", "broker-3")
-            expect(at, "broker 3 back in an ISR", lambda e: _changed("isr_expand", 3)(e)
+            expect(at, "broker 3 back in an ISR", lambda e: changed("isr_expand", 3)(e)
                    and e["tp"] == shrink["tp"])  # fmt: skip
             node = expect(at, "isr_change node written", lambda e: e["proc"] == shrink["proc"]
                           and e["event"] == "isr_change_notification_created"
@@ -211,9 +127,9 @@ def test_the_deploy_readme_chaos_walkthrough_in_process_mode(tmp_path: Path) -> 
             err = timeline.close()
             zk.stop()
 
-        got = asyncio.run(_read_all(bootstrap))
+        got = asyncio.run(read_all(bootstrap))
         lost = [k for k, v in load.acked.items() if got.get(k) != v]
-        _print_timeline(steps)
+        print_timeline(steps)
         print(f"{len(load.acked)} records acked (acks=all), {load.failed} sends failed, "
               f"{len(lost)} acked records lost")  # fmt: skip
         assert not lost, f"acknowledged records lost: {lost[:10]}"
@@ -225,7 +141,7 @@ def test_the_deploy_readme_chaos_walkthrough_in_process_mode(tmp_path: Path) -> 
         times = [ev["ts"] for _, at, seen in steps for _, ev in seen]
         assert all(ev["ts"] >= at for _, at, seen in steps for _, ev in seen)
         late = [(a, b) for a, b in itertools.pairwise(times) if b < a - LOGGING_SKEW_MS]
-        assert not late, _render(steps)
+        assert not late, render(steps)
         assert "following controller-2" in err or "following controller-1" in err
 
         # The same timeline as a user reads it, in words.
@@ -233,33 +149,3 @@ def test_the_deploy_readme_chaos_walkthrough_in_process_mode(tmp_path: Path) -> 
                    "update_metadata_propagated").stdout  # fmt: skip
         assert "ISR shrink demo-" in text and "last caught up" in text
         assert "UpdateMetadata to " in text
-
-
-def _isr(zk: ZkStore, partition: int) -> tuple[int, ...]:
-    state = zk.read_partition_state(TopicPartition(TOPIC, partition))
-    return () if state is None else state.isr
-
-
-def _leader(zk: ZkStore, partition: int) -> int:
-    state = zk.read_partition_state(TopicPartition(TOPIC, partition))
-    return -1 if state is None else state.leader
-
-
-def _preferred(zk: ZkStore, partition: int) -> int:
-    data, _ = zk.get(TopicZNode.path(TOPIC))
-    return TopicZNode.decode(TOPIC, data).partitions[partition][0]
-
-
-def _render(steps: list[tuple[str, int, list[tuple[str, Event]]]]) -> str:
-    lines = []
-    for title, at, seen in steps:
-        lines.append(f"{title}")
-        for what, ev in seen:
-            lines.append(
-                f"    +{(ev['ts'] - at) / 1000:5.2f} s  {what} ({ev['proc']}: {ev['event']})"
-            )
-    return "\n".join(lines)
-
-
-def _print_timeline(steps: list[tuple[str, int, list[tuple[str, Event]]]]) -> None:
-    print("\n" + _render(steps))

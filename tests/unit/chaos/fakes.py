@@ -18,6 +18,11 @@ class FakeContainer:
 
     def __init__(self, client: FakeDockerClient, name: str, labels: dict[str, str], status: str):
         self.client, self.name, self.labels, self.status = client, name, labels, status
+        self.id = f"id-{name}"
+        # One bridge network, as compose makes: 172.30.0.1 is the gateway (the host's side).
+        address = f"172.30.0.{len(client.containers_) + 2}"
+        network = {"IPAddress": address, "Gateway": "172.30.0.1"}
+        self.attrs: dict[str, Any] = {"NetworkSettings": {"Networks": {"mb_default": network}}}
 
     def _record(self, method: str, **kwargs: Any) -> None:
         self.client.calls.append((self.name, method, kwargs))
@@ -47,6 +52,11 @@ class FakeContainers:
     def __init__(self, client: FakeDockerClient) -> None:
         self.client = client
 
+    def run(self, image: str, command: list[str], **kwargs: Any) -> bytes:
+        """A helper container (the network faults' iptables): recorded, prints nothing."""
+        self.client.runs.append({"image": image, "command": command, **kwargs})
+        return b""
+
     def list(self, *, all: bool, filters: dict[str, list[str]]) -> list[FakeContainer]:
         self.client.list_calls.append({"all": all, "filters": filters})
         wanted = set(filters.get("label", []))
@@ -58,15 +68,22 @@ class FakeContainers:
         ]
 
 
+class FakeImages:
+    def get(self, name: str) -> str:
+        return name
+
+
 @dataclass
 class FakeDockerClient:
     containers_: list[FakeContainer] = field(default_factory=list)
     calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     list_calls: list[dict[str, Any]] = field(default_factory=list)
+    runs: list[dict[str, Any]] = field(default_factory=list)
     fail_with: Exception | None = None
 
     def __post_init__(self) -> None:
         self.containers = FakeContainers(self)
+        self.images = FakeImages()
 
     def add(
         self,

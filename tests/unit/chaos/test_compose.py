@@ -1,6 +1,7 @@
 """ComposeBackend against a recording fake of the Docker SDK: the exact listing filter, the
 container call of each action, node names from labels, and the errors; plus the real SDK
-pointed at a socket that does not exist (this machine has no Docker engine)."""
+pointed at a socket that does not exist. tests/compose runs the same backend on the real
+engine."""
 
 from __future__ import annotations
 
@@ -151,12 +152,42 @@ def test_engine_errors_become_one_line_chaos_errors() -> None:
     )
 
 
-def test_network_faults_say_they_need_the_fault_proxy() -> None:
+def test_a_cut_from_some_peers_is_iptables_drops_in_the_nodes_namespace() -> None:
+    client = compose_cluster()
+    b = backend(client)
+    links = b.network_fault(NetworkFault("cut", "broker-1", peers=("zookeeper",)))
+    assert links == ["broker-1->zookeeper"]
+    (run,) = client.runs
+    assert run["image"] == "minibroker-netfault:dev" and run["cap_add"] == ["NET_ADMIN"]
+    assert run["network_mode"] == "container:id-minibroker-broker-1-1"
+    script = run["command"][-1]
+    zk_ip = "172.30.0.2"  # the first container added
+    assert f"-A MINIBROKER-CHAOS -s {zk_ip} -j DROP" in script
+    assert f"-A MINIBROKER-CHAOS -d {zk_ip} -j DROP" in script
+    assert "-I INPUT 1 -j MINIBROKER-CHAOS" in script and "-I OUTPUT 1" in script
+
+
+def test_one_way_cuts_and_groups_name_the_right_addresses() -> None:
+    client = compose_cluster()
+    b = backend(client)
+    links = b.network_fault(
+        NetworkFault("cut", "broker-1", peers=("brokers", "clients"), direction="out")
+    )
+    assert links == ["broker-1->broker-2", "broker-1->broker-3", "broker-1->clients"]
+    script = client.runs[0]["command"][-1]
+    assert re.search(r"-s \d", script) is None  # only what it sends
+    for ip in ("172.30.0.4", "172.30.0.5", "172.30.0.1"):  # brokers 2, 3 and the gateway
+        assert f"-d {ip} -j DROP" in script
+
+
+def test_compose_network_faults_refuse_what_they_cannot_do() -> None:
     b = backend(compose_cluster())
-    with pytest.raises(ChaosError, match="need the loopback fault proxy"):
-        b.network_fault(NetworkFault("cut", "broker-1", peers=("broker-2",)))
-    with pytest.raises(ChaosError, match="need the loopback fault proxy"):
-        b.heal_network("broker-1")
+    with pytest.raises(ChaosError, match="netem"):
+        b.network_fault(NetworkFault("delay", "broker-1", delay_ms=50))
+    with pytest.raises(ChaosError, match="unknown peer 'broker-9'"):
+        b.network_fault(NetworkFault("cut", "broker-1", peers=("broker-9",)))
+    with pytest.raises(ChaosError, match="no node named 'broker-7'"):
+        b.heal_network("broker-7")
 
 
 def test_backend_for_compose_uses_the_zk_flag_then_the_environment(

@@ -29,7 +29,7 @@ PROGRAMS = ("broker", "controller", "loadgen")
 SOURCE_PACKAGES = ("minibroker", "broker", "controller", "loadgen")
 # What the official zookeeper image's entrypoint and zkEnv.sh read.
 SPARK_CLASSES = {"org.apache.spark.deploy.master.Master", "org.apache.spark.deploy.worker.Worker"}
-ROLES = {"zookeeper", "broker", "controller", "loadgen", "spark"}
+ROLES = {"zookeeper", "broker", "controller", "loadgen", "spark", "tool"}
 
 Compose = dict[str, Any]
 Service = dict[str, Any]

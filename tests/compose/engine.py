@@ -1,0 +1,187 @@
+"""The compose cluster on the real Docker engine, for tests/compose: the very
+deploy/docker-compose.yml users run, under a project name of the tests' own (so that `down -v`
+can only remove what the tests created), with images from deploy/build-images.sh.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from minibroker import topology as t
+from minibroker.core.records import iter_batches
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = ROOT / "deploy" / "docker-compose.yml"
+PROJECT = "mbtest"
+ZK = f"127.0.0.1:{t.ZOOKEEPER_PORT}"
+BOOTSTRAP = [f"127.0.0.1:{n.external_port}" for n in t.nodes() if n.role == "broker"]
+PROJECT_LABEL = "com.docker.compose.project"
+
+
+def engine_or_skip() -> Any:
+    """A Docker SDK client; without an engine the compose tests skip, unless CI=true (then a
+    missing engine is a failure: CI must prove the compose cluster)."""
+    reason = ""
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:
+        reason = f"no Docker engine ({' '.join(str(exc).split())[:200]})"
+    if not reason and compose_command() is None:
+        reason = "neither `docker compose` nor `docker-compose` is installed"
+    if reason:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI=true and {reason}")
+        pytest.skip(reason)
+    return client
+
+
+def compose_command() -> list[str] | None:
+    """`docker compose` (v2) where it exists, else Debian's `docker-compose` 1.29; the same
+    compose file works with both. MINIBROKER_COMPOSE=v1 picks 1.29 even where v2 exists."""
+    v2 = (
+        shutil.which("docker") is not None
+        and os.environ.get("MINIBROKER_COMPOSE") != "v1"
+        and subprocess.run(
+            ["docker", "compose", "version"], capture_output=True, check=False
+        ).returncode
+        == 0
+    )
+    if v2:
+        return ["docker", "compose"]
+    return ["docker-compose"] if shutil.which("docker-compose") else None
+
+
+def compose(
+    *args: str, check: bool = True, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    command = compose_command()
+    assert command is not None
+    return subprocess.run(
+        [*command, "-f", str(COMPOSE_FILE), "-p", PROJECT, *args],
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def build_images() -> None:
+    """deploy/build-images.sh: seconds when nothing changed; the first time, several minutes."""
+    result = subprocess.run(
+        ["bash", str(ROOT / "deploy" / "build-images.sh")],
+        capture_output=True,
+        text=True,
+        check=False,
+        stdin=subprocess.DEVNULL,
+        timeout=3600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    print(result.stdout[-1200:])
+
+
+def published_ports() -> list[int]:
+    ports = [t.ZOOKEEPER_PORT]
+    for n in t.nodes():
+        ports += list(t.published_ports(n))
+    return ports
+
+
+def ports_in_use() -> list[int]:
+    busy = []
+    for port in published_ports():
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                busy.append(port)
+    return busy
+
+
+def leftovers(client: Any) -> list[str]:
+    """Containers, networks and volumes of the tests' project still on the engine."""
+    where = {"label": f"{PROJECT_LABEL}={PROJECT}"}
+    found = [f"container {c.name}" for c in client.containers.list(all=True, filters=where)]
+    found += [f"network {n.name}" for n in client.networks.list(filters=where)]
+    found += [f"volume {v.name}" for v in client.volumes.list(filters=where)]
+    return found
+
+
+@contextmanager
+def cluster_up(client: Any) -> Iterator[float]:
+    """`up -d`, yielding the seconds from `up` to every service healthy; `down -v` after, also
+    when the test fails, and nothing of the project may be left behind."""
+    busy = ports_in_use()
+    if busy:
+        pytest.fail(
+            f"ports {busy} on 127.0.0.1 are in use: another compose cluster is up? "
+            "(`docker-compose -f deploy/docker-compose.yml down`)"
+        )
+    compose("down", "-v", "--remove-orphans", check=False)
+    started = time.monotonic()
+    try:
+        compose("up", "-d")
+        wait = subprocess.run(
+            ["minibroker", "cluster", "wait", "--compose", PROJECT, "--timeout", "120"],
+            capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL,
+            env=_cli_env(),
+        )  # fmt: skip
+        assert wait.returncode == 0, wait.stdout + wait.stderr + logs()
+        yield time.monotonic() - started
+    finally:
+        down = compose("down", "-v", "--remove-orphans", "-t", "5", check=False)
+        left = leftovers(client)
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert left == [], f"left behind by `down -v`: {left}"
+
+
+def logs(tail: int = 40) -> str:
+    return compose("logs", "--no-color", "--tail", str(tail), check=False).stdout
+
+
+def container_of(client: Any, service: str) -> Any:
+    (c,) = client.containers.list(
+        all=True,
+        filters={"label": [f"{PROJECT_LABEL}={PROJECT}", f"com.docker.compose.service={service}"]},
+    )
+    return c
+
+
+def committed_batches(client: Any, broker: int, topic: str, partition: int, hw: int) -> list[bytes]:
+    """The batches of broker `broker`'s log of topic-partition below the HW, read from its
+    container's volume (docker cp): what every replica must hold byte for byte."""
+    c = container_of(client, f"broker-{broker}")
+    stream, _ = c.get_archive(f"{t.CONTAINER_DATA_DIR}/logs/{topic}-{partition}")
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        segments = sorted(
+            (m for m in tar.getmembers() if m.name.endswith(".log")), key=lambda m: m.name
+        )
+        data = b"".join(tar.extractfile(m).read() for m in segments)  # type: ignore[union-attr]
+    out = []
+    for h in iter_batches(data):
+        if h.base_offset + h.last_offset_delta < hw:
+            out.append(bytes(data[h.position : h.position + h.size]))
+    return out
+
+
+def _cli_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MINIBROKER_")}
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    return env
