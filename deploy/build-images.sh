@@ -131,7 +131,7 @@ fi
 for i in "${!TARGETS[@]}"; do
   target=${TARGETS[$i]} image=${PROJECT_IMAGES[$i]}
   say "$image: docker build --target $target"
-  if ! docker build -f deploy/Dockerfile --target "$target" -t "$image" \
+  if ! docker build --force-rm -f deploy/Dockerfile --target "$target" -t "$image" \
        --build-arg PYTHON_IMAGE=minibroker-base:bookworm \
        --build-arg BUILD_IMAGE=minibroker-base-build:bookworm \
        --build-arg JAVA_IMAGE=minibroker-base-java:bookworm \

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -227,7 +228,20 @@ def finish(
     write_chart(report, out / "chart.png")
     for line in summary_lines(report):
         say(line)
+    give_to_folder_owner(out)
     say(f"report: {out / 'report.json'}  chart: {out / 'chart.png'}")
+
+
+def give_to_folder_owner(out: Path) -> None:
+    """A run made by root (the compose load generator writes into a folder bind-mounted from the
+    host) belongs to whoever owns the folder it landed in, not to root."""
+    if os.geteuid() != 0:
+        return
+    parent = out.resolve().parent.stat()
+    if parent.st_uid == 0:
+        return
+    for path in [out, *out.rglob("*")]:
+        os.chown(path, parent.st_uid, parent.st_gid, follow_symlinks=False)
 
 
 def describe(plan: Plan, spec: WorkloadSpec, args: argparse.Namespace, tasks: int) -> str:

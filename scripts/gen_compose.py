@@ -25,6 +25,7 @@ ZOOKEEPER_IMAGE = "minibroker-zookeeper:dev"
 NETFAULT_IMAGE = "minibroker-netfault:dev"
 HOME = "/home/minibroker"
 RUNS_DIR = f"{HOME}/loadgen-runs"
+HOST_RUNS = "./loadgen-runs"  # next to the compose file: deploy/loadgen-runs
 SPARK_MASTER_PORT = 7077
 SPARK_UI_PORTS = {"spark-master": 8080, "spark-worker": 8081}
 HEALTH_TIMING = {"interval": "3s", "timeout": "5s", "retries": 5, "start_period": "60s"}
@@ -113,7 +114,10 @@ def loadgen(nodes: Sequence[t.Node]) -> dict[str, Any]:
             "MINIBROKER_LISTENER": t.INTERNAL,
             "SPARK_LOCAL_IP": "loadgen",
         },
-        "volumes": [f"loadgen-runs:{RUNS_DIR}"],
+        # Runs land in deploy/loadgen-runs on the host; root in the container so that it can
+        # write there whoever owns it (the run is then given to the folder's owner).
+        "user": "0:0",
+        "volumes": [f"{HOST_RUNS}:{RUNS_DIR}"],
         "labels": {t.ROLE_LABEL: "loadgen"},
         "depends_on": healthy(*(n.name for n in nodes)),
     }
@@ -148,7 +152,8 @@ def spark_worker() -> dict[str, Any]:
         + ["--work-dir", f"{HOME}/spark-work"],
         "ports": published(port),
         # Executors write the load generator's ledger; the driver reads it at the same path.
-        "volumes": [f"loadgen-runs:{RUNS_DIR}"],
+        "user": "0:0",
+        "volumes": [f"{HOST_RUNS}:{RUNS_DIR}"],
         "labels": {t.ROLE_LABEL: "spark"},
         "depends_on": healthy("spark-master"),
         "init": True,
@@ -175,7 +180,6 @@ def compose() -> dict[str, Any]:
     services["netfault"] = netfault()
     volumes = ["zookeeper-data", "zookeeper-datalog"]
     volumes += [f"{n.name}-data" for n in nodes if n.role == "broker"]
-    volumes.append("loadgen-runs")
     # No top-level `name:` (docker-compose 1.29 rejects it): deploy/.env names the project.
     return {"services": services, "volumes": {v: {} for v in volumes}}
 

@@ -13,7 +13,7 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -56,18 +56,6 @@ def mb(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     if check:
         assert result.returncode == 0, f"minibroker {' '.join(args)}: {result.stderr}"
     return result
-
-
-@pytest.fixture(scope="module")
-def client() -> Any:
-    return engine.engine_or_skip()
-
-
-@pytest.fixture(scope="module")
-def up_seconds(client: Any) -> Iterator[float]:
-    engine.build_images()
-    with engine.cluster_up(client) as took:
-        yield took
 
 
 def test_the_compose_cluster_survives_every_fault(client: Any, up_seconds: float) -> None:
