@@ -33,6 +33,11 @@ CONTAINER_DATA_DIR = "/var/lib/minibroker"
 CONTAINER_LOG_DIR = f"{CONTAINER_DATA_DIR}/logs"
 
 # Labels every compose service carries; minibroker/chaos finds containers by them.
+# The images deploy/docker-compose.yml runs (deploy/Dockerfile's targets).
+RUNTIME_IMAGE = "minibroker:dev"
+LOADGEN_IMAGE = "minibroker-loadgen:dev"
+ZOOKEEPER_IMAGE = "minibroker-zookeeper:dev"
+NETFAULT_IMAGE = "minibroker-netfault:dev"
 ROLE_LABEL = "minibroker.role"
 NODE_ID_LABEL = "minibroker.node-id"
 

@@ -19,10 +19,10 @@ from minibroker import topology as t
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "deploy" / "docker-compose.yml"
-IMAGE = "minibroker:dev"
-LOADGEN_IMAGE = "minibroker-loadgen:dev"
-ZOOKEEPER_IMAGE = "minibroker-zookeeper:dev"
-NETFAULT_IMAGE = "minibroker-netfault:dev"
+IMAGE = t.RUNTIME_IMAGE
+LOADGEN_IMAGE = t.LOADGEN_IMAGE
+ZOOKEEPER_IMAGE = t.ZOOKEEPER_IMAGE
+NETFAULT_IMAGE = t.NETFAULT_IMAGE
 HOME = "/home/minibroker"
 RUNS_DIR = f"{HOME}/loadgen-runs"
 HOST_RUNS = "./loadgen-runs"  # next to the compose file: deploy/loadgen-runs

@@ -30,7 +30,9 @@ ONEOFF_LABEL = "com.docker.compose.oneoff"  # "True" on `docker compose run` con
 # Labels deploy/docker-compose.yml sets on each service.
 ROLE_LABEL = "minibroker.role"  # zookeeper | broker | controller | loadgen
 NODE_ID_LABEL = "minibroker.node-id"  # broker id ("1") or controller id ("101")
-DEFAULT_PROJECT = "minibroker"  # COMPOSE_PROJECT_NAME in deploy/.env
+# deploy/.env names the project; a COMPOSE_PROJECT_NAME in the environment overrides it for
+# compose and for us alike.
+DEFAULT_PROJECT = os.environ.get("COMPOSE_PROJECT_NAME") or "minibroker"
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 
 # Docker's container states; "restarting" counts as running (it is coming back by itself).

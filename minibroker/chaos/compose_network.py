@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from minibroker.chaos.backend import ChaosError, NetworkFault, Node
+from minibroker.topology import NETFAULT_IMAGE
 
-HELPER_IMAGE = "minibroker-netfault:dev"
+HELPER_IMAGE = NETFAULT_IMAGE
 CHAIN = "MINIBROKER-CHAOS"
 HELPER_LABEL = "minibroker.role"  # the helper is a "tool", which the chaos listing skips
 _GROUPS = {"brokers": "broker", "controllers": "controller", "zookeeper": "zookeeper"}

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
 from minibroker import chaos, localcluster
+from minibroker.chaos import compose_up
 from minibroker.cli import network
 from minibroker.cli.locate import add_dir_argument, cluster_dir
 from minibroker.runtime.settings import PROFILES, Settings
@@ -34,6 +36,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="route every link (broker<->broker, to ZooKeeper, controller<->broker, clients) "
         "through a fault proxy, for isolate/delay/throttle/heal",
     )
+    up.add_argument(
+        "--compose",
+        nargs="?",
+        const=chaos.DEFAULT_PROJECT,
+        metavar="PROJECT",
+        help="start the compose cluster instead (deploy/docker-compose.yml; checks the engine, "
+        "the images and the ports first, then waits until every service is healthy)",
+    )
+    up.add_argument("--file", type=Path, help="with --compose: the compose file")
     add_dir_argument(up)
     up.set_defaults(func=cmd_up)
 
@@ -92,6 +103,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    if args.compose is not None:
+        compose_file = args.file or compose_up.find_compose_file()
+        print(compose_up.up(args.compose, compose_file, timeout_s=max(args.timeout, 60.0)))
+        return 0
     d = cluster_dir(args)
     settings = Settings.load(profile=args.profile, overrides=args.overrides)
     print(settings.profile_summary())
@@ -121,27 +136,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def cmd_wait(args: argparse.Namespace) -> int:
     backend = chaos.ComposeBackend(args.compose, chaos.DEFAULT_ZK)
-    started = time.monotonic()
-    deadline = started + args.timeout
-    while True:
-        health = backend.health()
-        waiting = {s: h for s, h in health.items() if h not in ("healthy", "running")}
-        if health and not waiting:
-            took = time.monotonic() - started
-            print(f"compose project {args.compose!r}: {len(health)} services up in {took:.1f} s: "
-                  + ", ".join(f"{s} {h}" for s, h in health.items()))  # fmt: skip
-            return 0
-        broken = {s: h for s, h in waiting.items() if h not in ("starting", "created")}
-        if time.monotonic() >= deadline or broken:
-            why = broken or waiting or {"(none)": "no container: run `docker-compose up -d`"}
-            raise chaos.ChaosError(
-                f"compose project {args.compose!r} is not healthy"
-                + (f" after {args.timeout:.0f} s" if not broken else "")
-                + ": "
-                + ", ".join(f"{s} {h}" for s, h in why.items())
-                + " (`docker-compose logs SERVICE` says why)"
-            )
-        time.sleep(0.5)
+    print(compose_up.wait_healthy(backend, args.timeout))
+    return 0
 
 
 def render_status(st: localcluster.ClusterStatus) -> str:

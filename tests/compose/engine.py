@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import tarfile
@@ -21,6 +19,7 @@ from typing import Any
 import pytest
 
 from minibroker import topology as t
+from minibroker.chaos import ChaosError, compose_up
 from minibroker.core.records import iter_batches
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,19 +51,10 @@ def engine_or_skip() -> Any:
 
 
 def compose_command() -> list[str] | None:
-    """`docker compose` (v2) where it exists, else Debian's `docker-compose` 1.29; the same
-    compose file works with both. MINIBROKER_COMPOSE=v1 picks 1.29 even where v2 exists."""
-    v2 = (
-        shutil.which("docker") is not None
-        and os.environ.get("MINIBROKER_COMPOSE") != "v1"
-        and subprocess.run(
-            ["docker", "compose", "version"], capture_output=True, check=False
-        ).returncode
-        == 0
-    )
-    if v2:
-        return ["docker", "compose"]
-    return ["docker-compose"] if shutil.which("docker-compose") else None
+    try:
+        return compose_up.compose_command()
+    except ChaosError:
+        return None
 
 
 def compose(
@@ -96,25 +86,6 @@ def build_images() -> None:
     print(result.stdout[-1200:])
 
 
-def published_ports() -> list[int]:
-    ports = [t.ZOOKEEPER_PORT]
-    for n in t.nodes():
-        ports += list(t.published_ports(n))
-    return ports
-
-
-def ports_in_use() -> list[int]:
-    busy = []
-    for port in published_ports():
-        with socket.socket() as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                busy.append(port)
-    return busy
-
-
 def leftovers(client: Any) -> list[str]:
     """Containers, networks and volumes of the tests' project still on the engine."""
     where = {"label": f"{PROJECT_LABEL}={PROJECT}"}
@@ -128,23 +99,18 @@ def leftovers(client: Any) -> list[str]:
 def cluster_up(client: Any) -> Iterator[float]:
     """`up -d`, yielding the seconds from `up` to every service healthy; `down -v` after, also
     when the test fails, and nothing of the project may be left behind."""
-    busy = ports_in_use()
-    if busy:
-        pytest.fail(
-            f"ports {busy} on 127.0.0.1 are in use: another compose cluster is up? "
-            "(`docker-compose -f deploy/docker-compose.yml down`)"
-        )
     compose("--profile", "loadgen", "--profile", "spark", "down", "-v", "--remove-orphans",
             check=False)  # fmt: skip
     started = time.monotonic()
     try:
-        compose("up", "-d")
-        wait = subprocess.run(
-            ["minibroker", "cluster", "wait", "--compose", PROJECT, "--timeout", "120"],
-            capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL,
-            env=cli_env(),
+        # What users run: the checks (engine, images, ports), `up -d`, the wait for health.
+        up = subprocess.run(
+            [sys.executable, "-m", "minibroker.cli.main", "cluster", "up", "--compose", PROJECT,
+             "--file", str(COMPOSE_FILE), "--timeout", "120"],
+            capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL, env=cli_env(),
         )  # fmt: skip
-        assert wait.returncode == 0, wait.stdout + wait.stderr + logs()
+        assert up.returncode == 0, up.stdout + up.stderr + logs()
+        print(up.stdout.strip())
         yield time.monotonic() - started
     finally:
         # Every profile: docker-compose 1.29 leaves the containers of inactive ones behind.

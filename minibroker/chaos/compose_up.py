@@ -1,0 +1,144 @@
+"""Starting a compose cluster with the checks `docker-compose up` does not make: a Docker engine
+to talk to, the images built (a machine without a registry cannot pull or build them from
+official bases), and the published ports free. Each failure is one ChaosError naming the fix.
+Then `up -d` and a wait until every service is healthy (docker-compose 1.29 has no `--wait`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from minibroker import topology as t
+from minibroker.chaos.backend import ChaosError
+from minibroker.chaos.compose import PROJECT_LABEL, ComposeBackend, connect_docker
+
+COMPOSE_FILE = Path("deploy") / "docker-compose.yml"
+# The images `up` needs (the load generator's only with its profile).
+NEEDED_IMAGES = (t.RUNTIME_IMAGE, t.ZOOKEEPER_IMAGE)
+
+
+def compose_command() -> list[str]:
+    """`docker compose` (v2) where it exists, else Debian's `docker-compose` 1.29: the compose
+    file works with both. MINIBROKER_COMPOSE=v1 picks 1.29 even where v2 exists."""
+    if shutil.which("docker") and os.environ.get("MINIBROKER_COMPOSE") != "v1":
+        v2 = subprocess.run(["docker", "compose", "version"], capture_output=True, check=False)
+        if v2.returncode == 0:
+            return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    raise ChaosError(
+        "neither `docker compose` nor `docker-compose` is installed: install Docker's compose "
+        "plugin, or Debian's docker-compose (apt-get install docker-compose)"
+    )
+
+
+def find_compose_file(start: Path | None = None) -> Path:
+    """deploy/docker-compose.yml in the current directory or one above it."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / COMPOSE_FILE).is_file():
+            return folder / COMPOSE_FILE
+        if folder.name == "deploy" and (folder / "docker-compose.yml").is_file():
+            return folder / "docker-compose.yml"
+    raise ChaosError(
+        f"no {COMPOSE_FILE} here or above: run this in a minibroker checkout, or give --file"
+    )
+
+
+def missing_images(client: Any) -> list[str]:
+    from docker.errors import ImageNotFound
+
+    missing = []
+    for image in NEEDED_IMAGES:
+        try:
+            client.images.get(image)
+        except ImageNotFound:
+            missing.append(image)
+    return missing
+
+
+def busy_ports(client: Any, project: str) -> list[str]:
+    """Published ports something else holds on 127.0.0.1, each with who holds it if a container
+    does ("19001 (container minibroker_broker-1_1 of project minibroker)")."""
+    ports = [t.ZOOKEEPER_PORT, *(p for n in t.nodes() for p in t.published_ports(n))]
+    busy = []
+    for port in ports:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+                continue
+            except OSError:
+                pass
+        holders = client.containers.list(filters={"publish": str(port)})
+        who = ", ".join(
+            f"container {c.name} of project {c.labels.get(PROJECT_LABEL, '?')}" for c in holders
+        )
+        busy.append(f"{port} ({who or 'not a container: `ss -ltnp` names the process'})")
+    return busy
+
+
+def preflight(project: str, client: Any | None = None) -> Any:
+    """The Docker SDK client once the engine answers, the images exist and the ports are free
+    (ports held by this very project's containers are fine: `up` keeps them)."""
+    client = client if client is not None else connect_docker()
+    missing = missing_images(client)
+    if missing:
+        raise ChaosError(
+            f"the images {', '.join(missing)} are not built: run `bash deploy/build-images.sh` "
+            "(no registry needed), or `docker compose -f deploy/docker-compose.yml build` where "
+            "official images can be pulled"
+        )
+    busy = [b for b in busy_ports(client, project) if f"of project {project})" not in b]
+    if busy:
+        raise ChaosError(
+            f"ports in use on 127.0.0.1: {'; '.join(busy)}. Stop what holds them (another "
+            "compose cluster: `docker-compose -p PROJECT down`) and try again"
+        )
+    return client
+
+
+def up(project: str, compose_file: Path, timeout_s: float) -> str:
+    """Checks, `up -d`, and the wait; the line to print."""
+    client = preflight(project)
+    command = [*compose_command(), "-f", str(compose_file), "-p", project, "up", "-d"]
+    started = time.monotonic()
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        last = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:]
+        raise ChaosError(f"`{' '.join(command)}` failed: {' '.join(last)}")
+    return wait_healthy(ComposeBackend(project, "", client=client), timeout_s, started)
+
+
+def wait_healthy(backend: ComposeBackend, timeout_s: float, started: float | None = None) -> str:
+    """Wait until every service of the project is healthy (or running, without a check); the
+    line to print, or ChaosError naming the services that are not, at once for one that exited."""
+    started = time.monotonic() if started is None else started
+    deadline = time.monotonic() + timeout_s
+    where = f"compose project {backend.project!r}"
+    while True:
+        health = backend.health()
+        waiting = {s: h for s, h in health.items() if h not in ("healthy", "running")}
+        if health and not waiting:
+            took = time.monotonic() - started
+            states = ", ".join(f"{s} {h}" for s, h in health.items())
+            return f"{where}: {len(health)} services up in {took:.1f} s: {states}"
+        broken = {s: h for s, h in waiting.items() if h not in ("starting", "created")}
+        if broken or time.monotonic() >= deadline:
+            if not health:
+                raise ChaosError(
+                    f"{where} has no container: start it with `docker-compose up -d` "
+                    "(or `minibroker cluster up --compose`)"
+                )
+            states = ", ".join(f"{s} {h}" for s, h in (broken or waiting).items())
+            after = "" if broken else f" after {timeout_s:.0f} s"
+            raise ChaosError(
+                f"{where} is not healthy{after}: {states} (`docker-compose logs SERVICE` says why)"
+            )
+        time.sleep(0.5)
