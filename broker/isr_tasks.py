@@ -156,8 +156,13 @@ class IsrTasks:
         hosted = self.partitions.get(proposal.tp)
         if hosted is None:
             return
-        # In assignment order, as the new ISR is written.
-        old = hosted.partition.isr
+        # The ISR the proposal changed, in assignment order as the new ISR is written; from the
+        # proposal, not from the partition: a write that fails after this broker stopped
+        # leading (a fenced leader learning the new epoch) must still say what it tried.
+        new_isr = set(proposal.new_state.isr)
+        old = (
+            new_isr | proposal.changed if proposal.kind == "shrink" else new_isr - proposal.changed
+        )
         old_isr = [b for b in hosted.partition.assignment if b in old]
         old_isr += sorted(old - set(old_isr))
         now = svc.now_ms()

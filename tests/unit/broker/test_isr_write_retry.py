@@ -4,6 +4,7 @@ connection may have been applied), and only while the proposal is still the one 
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import Any, cast
 
@@ -98,3 +99,32 @@ def test_proposals_made_while_a_batch_is_written_go_out_together(tmp_path: Path)
 
     asyncio.run(run())
     assert store.batches == [[TopicPartition("t", p) for p in range(3)]]
+
+
+def test_a_failed_write_reports_the_isr_the_proposal_changed_not_the_followers_empty_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A fenced leader's shrink fails after it became a follower (its ISR is empty by then):
+    # the event still says which ISR it tried to shrink.
+    shrink = ProposeIsr(
+        tp=TP,
+        new_state=LeaderAndIsr(leader=1, leader_epoch=0, isr=(1, 2), controller_epoch=1),
+        expected_zk_version=3,
+        kind="shrink",
+        changed=frozenset({3}),
+    )
+
+    async def run() -> None:
+        rm = ReplicaManager(
+            Settings.load(environ={}), 1, tmp_path, cast(ZkStore, FlakyStore(0)), BrokerMetrics()
+        )
+        hosted = await rm.opener.get_or_create(TP)
+        hosted.partition.assignment = (1, 2, 3)
+        assert not hosted.partition.isr
+        rm.isr._write_isr(shrink, None)
+
+    with caplog.at_level(logging.WARNING, logger="minibroker.events"):
+        asyncio.run(run())
+    (record,) = [r for r in caplog.records if r.getMessage() == "isr_shrink_failed"]
+    fields = record.__dict__["fields"]
+    assert (fields["old_isr"], fields["isr"]) == ([1, 2, 3], [1, 2])
