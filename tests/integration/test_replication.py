@@ -185,9 +185,16 @@ def test_min_insync_replicas_refuses_acks_all_with_the_leader_alone(
     c.cli("cluster", "pause", "broker-2")
     c.cli("cluster", "pause", "broker-3")
     try:
-        produce(leader, TP, batch(b"y"), acks=1)  # the followers now fall behind the LEO
+        y = produce(leader, TP, batch(b"y"), acks=1)  # the followers now fall behind the LEO
+        leo_before = y.base_offset + 1
         wait_isr(ctl, {1})
-        leo_before = fetch(leader, TP, 0, replica_id=None).high_watermark
+        # The leader applies its shrink once ZooKeeper has taken it, a moment after the
+        # stand-in controller can see it there; the HW then moves to the leader's own LEO.
+        wait_until(
+            lambda: fetch(leader, TP, 0, replica_id=None).high_watermark == leo_before,
+            timeout_s=10,
+            what="the HW at the leader's LEO after the shrink",
+        )
         refused = produce(leader, TP, batch(b"refused"), acks=-1)
         assert refused.error is ErrorCode.NOT_ENOUGH_REPLICAS
         assert "min.insync.replicas=2" in refused.message
