@@ -28,6 +28,7 @@ from minibroker.core.records import RecordError
 from minibroker.core.types import TopicPartition
 from minibroker.rpc import broker_pb2, broker_pb2_grpc
 from minibroker.runtime import logging as slog
+from minibroker.runtime.grpc_options import channel_options
 from minibroker.runtime.wire import error_from_wire
 
 NO_ERROR = int(ErrorCode.NONE)
@@ -90,10 +91,9 @@ class FollowerFetcher:
         self.mode = truncation_mode(services.planted_bug)
         self._channel = grpc.aio.insecure_channel(
             address,
-            options=[
-                ("grpc.max_receive_message_length", self.response_max_bytes + (1 << 20)),
-                ("grpc.max_send_message_length", 16 << 20),
-            ],
+            options=channel_options(
+                max_receive_bytes=self.response_max_bytes + (1 << 20), max_send_bytes=16 << 20
+            ),
         )
         self._stub = broker_pb2_grpc.BrokerStub(self._channel)
         self._task = asyncio.ensure_future(self._run())

@@ -36,6 +36,7 @@ from minibroker.runtime import logging as slog
 from minibroker.runtime.clock import now_ms
 from minibroker.runtime.event_service import EventsServicer
 from minibroker.runtime.grpc_guard import RequestGuard
+from minibroker.runtime.grpc_options import server_options
 from minibroker.runtime.program import install_stop_signals, log_startup, zk_store_for
 from minibroker.runtime.settings import Settings
 from minibroker.runtime.zk_store import ZkError, ZkNodeExists, ZkStore
@@ -54,12 +55,9 @@ def get_or_create_cluster_id(store: ZkStore) -> str:
     return ClusterIdZNode.decode(got[0])
 
 
-GRPC_OPTIONS = [
-    # Fetch responses reach replica.fetch.response.max.bytes (10 MiB) and produce requests
-    # carry batches up to message.max.bytes per partition: gRPC's 4 MiB default is too small.
-    ("grpc.max_receive_message_length", 64 << 20),
-    ("grpc.max_send_message_length", 64 << 20),
-]
+# Fetch responses reach replica.fetch.response.max.bytes (10 MiB) and produce requests carry
+# batches up to message.max.bytes per partition: gRPC's 4 MiB default is too small.
+GRPC_OPTIONS = server_options(max_message_bytes=64 << 20)
 
 
 async def _stop_all(servers: dict[str, grpc.aio.Server], grace: float | None) -> None:

@@ -22,6 +22,7 @@ from minibroker.core.listeners import Endpoint
 from minibroker.core.types import TopicPartition
 from minibroker.rpc import control_pb2, control_pb2_grpc
 from minibroker.runtime import logging as slog
+from minibroker.runtime.grpc_options import channel_options
 
 RETRY_BACKOFF_S = 0.1
 REQUEST_TIMEOUT_S = 30.0
@@ -34,7 +35,7 @@ class BrokerChannel:
         self.controller_id = controller_id
         # (request kind, request, a future for its answer's error code or None)
         self.queue: asyncio.Queue[tuple[str, Any, asyncio.Future[int] | None]] = asyncio.Queue()
-        self._channel = grpc.aio.insecure_channel(address)
+        self._channel = grpc.aio.insecure_channel(address, options=channel_options())
         self._stub = control_pb2_grpc.ControlStub(self._channel)
         self._task = asyncio.ensure_future(self._run())
 

@@ -32,6 +32,7 @@ from minibroker.rpc import control_pb2, control_pb2_grpc, events_pb2_grpc
 from minibroker.runtime import logging as slog
 from minibroker.runtime.event_service import EventsServicer
 from minibroker.runtime.grpc_guard import RequestGuard
+from minibroker.runtime.grpc_options import server_options
 from minibroker.runtime.program import install_stop_signals, log_startup, zk_store_for
 from minibroker.runtime.settings import Settings
 from minibroker.runtime.wire import error_to_wire
@@ -102,7 +103,7 @@ async def run_controller(settings: Settings) -> int:
         return 1
     metrics = ControllerMetrics()
 
-    server = grpc.aio.server(interceptors=[RequestGuard()])
+    server = grpc.aio.server(options=server_options(), interceptors=[RequestGuard()])
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     bound = bind_listeners(server, listeners)

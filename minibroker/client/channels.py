@@ -11,6 +11,11 @@ import grpc
 
 from minibroker.client.errors import ClientError
 from minibroker.rpc import broker_pb2_grpc
+from minibroker.runtime.grpc_options import (
+    RECONNECT_BACKOFF_MAX_MS,
+    RECONNECT_BACKOFF_MS,
+    channel_options,
+)
 
 # Statuses that say the request itself is wrong or unsupported: retrying cannot help. Every
 # other status (UNAVAILABLE, DEADLINE_EXCEEDED, ...) means the broker is down or unreachable.
@@ -62,16 +67,17 @@ def parse_bootstrap(bootstrap: str | Sequence[str]) -> list[str]:
 class ChannelPool:
     """Channels by address, created on first use inside the running event loop."""
 
-    def __init__(self, *, reconnect_backoff_ms: int = 50, reconnect_backoff_max_ms: int = 1000):
-        # gRPC's own reconnect backoff grows to 120 s by default, which would keep a restarted
-        # broker unreachable long after it is back; Kafka's client caps it at 1 s.
-        self._options = [
-            ("grpc.max_receive_message_length", -1),
-            ("grpc.max_send_message_length", -1),
-            ("grpc.initial_reconnect_backoff_ms", reconnect_backoff_ms),
-            ("grpc.min_reconnect_backoff_ms", reconnect_backoff_ms),
-            ("grpc.max_reconnect_backoff_ms", reconnect_backoff_max_ms),
-        ]
+    def __init__(
+        self,
+        *,
+        reconnect_backoff_ms: int = RECONNECT_BACKOFF_MS,
+        reconnect_backoff_max_ms: int = RECONNECT_BACKOFF_MAX_MS,
+    ):
+        # Kafka's client backoff and keepalive pings (minibroker/runtime/grpc_options.py).
+        self._options = channel_options(
+            reconnect_backoff_ms=reconnect_backoff_ms,
+            reconnect_backoff_max_ms=reconnect_backoff_max_ms,
+        )
         self._channels: dict[str, Any] = {}
         self._stubs: dict[str, Any] = {}
         self._in_flight: dict[str, int] = {}
