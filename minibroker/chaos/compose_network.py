@@ -44,7 +44,8 @@ class Member:
     node: Node
     container: Any  # docker.models.containers.Container
     service: str
-    addresses: dict[str, str]  # network name -> IPv4 address
+    networks: frozenset[str]  # the project networks it is attached to, running or not
+    addresses: dict[str, str]  # network name -> IPv4 address (while running)
     gateways: dict[str, str]  # network name -> the network's gateway (the host's side)
 
 
@@ -54,6 +55,7 @@ def member(node: Node, container: Any, service: str) -> Member:
         node,
         container,
         service,
+        frozenset(networks),
         {name: n["IPAddress"] for name, n in networks.items() if n.get("IPAddress")},
         {name: n["Gateway"] for name, n in networks.items() if n.get("Gateway")},
     )
@@ -133,9 +135,9 @@ class ComposeNetwork:
         return sorted(out.items())
 
     def _disconnect(self, target: Member) -> list[str]:
-        names = sorted(target.addresses)
+        names = sorted(target.networks)
         for network in self.project_networks():
-            if network.name in target.addresses:
+            if network.name in target.networks:
                 self._engine(
                     f"disconnecting {target.container.name} from {network.name}",
                     functools.partial(network.disconnect, target.container),
@@ -149,7 +151,7 @@ class ComposeNetwork:
         the links that had a fault."""
         healed = []
         for network in self.project_networks():
-            if network.name in target.addresses:
+            if network.name in target.networks:
                 continue
             self._engine(
                 f"reconnecting {target.container.name} to {network.name}",
