@@ -7,6 +7,7 @@ the process-mode ones: `zookeeper`, `broker-N`, `controller-N` (controller id 10
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from typing import Any, Protocol, cast
@@ -63,6 +64,7 @@ class Container(Protocol):
     def unpause(self) -> None: ...
     def start(self) -> None: ...
     def restart(self, *, timeout: int) -> None: ...
+    def logs(self, *, stdout: bool, stderr: bool) -> bytes: ...
 
 
 def _engine_errors() -> tuple[type[Exception], ...]:
@@ -229,6 +231,19 @@ class ComposeBackend:
                 health if status == "running" and health else status
             )
         return dict(sorted(out.items()))
+
+    def node_logs(self) -> dict[str, str]:
+        """Every broker's and controller's container log (its JSON event lines, every life of
+        the container: they survive kill, stop and restart until `down`) by node name."""
+        out = {}
+        for n, c in self._containers()[0]:
+            if n.role in ("broker", "controller"):
+                raw: bytes = self._engine(
+                    f"reading the log of {n.name} (container {c.name})",
+                    functools.partial(c.logs, stdout=True, stderr=True),
+                )
+                out[n.name] = raw.decode(errors="replace")
+        return out
 
     # ---- network faults (minibroker/chaos/compose_network.py) -------------------------------
 

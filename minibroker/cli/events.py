@@ -2,8 +2,9 @@
 
 Each process serves its recent events over gRPC (the Events service); this command finds the
 processes (ZooKeeper's registrations, a broker's Metadata, or a process-mode cluster's state
-file), reads or follows them all, and prints them in time order. Only for a process-mode
-cluster on this machine, a process that is not running is read from its own log file.
+file), reads or follows them all, and prints them in time order. A process keeps only its
+current life's events: the earlier ones, and all of a process that is not running, come from
+its log file (a process-mode cluster) or its container's log (`--compose`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from minibroker import chaos
 from minibroker.cli.event_text import is_routine, parse_since, render
 from minibroker.cli.locate import (
     add_locate_arguments,
@@ -73,8 +75,20 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("--json", action="store_true", help="one JSON object per line, as logged")
     add_locate_arguments(p)
+    p.add_argument(
+        "--compose",
+        nargs="?",
+        const=chaos.DEFAULT_PROJECT,
+        metavar="PROJECT",
+        help="a compose cluster: also the containers' logs, so that nodes that are down or "
+        f"restarted keep their events (project {chaos.DEFAULT_PROJECT}; ZooKeeper: --zk, "
+        f"$MINIBROKER_ZK or {chaos.DEFAULT_ZK})",
+    )
     p.set_defaults(func=cmd_events)
 
+
+# The processes that serve Events (the fault proxy of `up --proxy`: its net_fault and net_heal).
+ROLES = ("broker", "controller", "faultproxy")
 
 # ---- finding the processes --------------------------------------------------------------------
 
@@ -86,9 +100,14 @@ class Where:
         self.dir: Path | None = None
         self.zk: str | None = None
         self.bootstrap: list[str] = []
+        self.compose: str | None = args.compose
         env_zk = os.environ.get("MINIBROKER_ZK")
         env_bootstrap = os.environ.get("MINIBROKER_BOOTSTRAP")
-        if args.zk:
+        if self.compose is not None:
+            if args.bootstrap or args.dir is not None:
+                raise ClusterError("--compose finds the nodes through ZooKeeper: use --zk")
+            self.zk = str(args.zk or env_zk or chaos.DEFAULT_ZK)
+        elif args.zk:
             self.zk = str(args.zk)
         elif args.bootstrap:
             self.bootstrap = parse_bootstrap(str(args.bootstrap))
@@ -109,15 +128,23 @@ class Where:
     def state(self) -> ClusterState | None:
         return None if self.dir is None else ClusterState.load(self.dir)
 
+    def histories(self) -> dict[str, History]:
+        """Each process's logged events by name (see History), where a log can be read."""
+        state = self.state()
+        if state is not None:
+            return {p.name: _log_file_history(p) for p in state.processes if p.role in ROLES}
+        if self.compose is not None:
+            try:
+                logs = chaos.ComposeBackend(self.compose, str(self.zk)).node_logs()
+            except chaos.ChaosError as exc:
+                raise ClusterError(str(exc)) from None
+            return {name: _lines_history(text) for name, text in logs.items()}
+        return {}
+
     async def sources(self) -> list[Source]:
         if self.dir is not None:
             state = ClusterState.load(self.dir)
-            # The fault proxy (`up --proxy`) serves Events too: its net_fault and net_heal.
-            return [
-                Source(p.name, p.address)
-                for p in state.processes
-                if p.role in ("broker", "controller", "faultproxy")
-            ]
+            return [Source(p.name, p.address) for p in state.processes if p.role in ROLES]
         if self.zk is not None:
             return await asyncio.to_thread(sources_in_zookeeper, self.zk)
         errors = []
@@ -132,16 +159,31 @@ class Where:
 # ---- reading -----------------------------------------------------------------------------------
 
 
-def _log_file_events(info: ProcessInfo, before_ms: int | None = None) -> Iterator[Event]:
-    try:
-        lines = Path(info.log_file).read_text(errors="replace").splitlines()
-    except OSError:
-        return
-    for line in lines:
+# A process's logged events before a time (None: all of them).
+History = Callable[[int | None], Iterator[Event]]
+
+
+def _events_in(text: str, before_ms: int | None) -> Iterator[Event]:
+    for line in text.splitlines():
         ev = parse_line(line)
         ts = None if ev is None else ev.get("ts")
         if ev is not None and isinstance(ts, int) and (before_ms is None or ts < before_ms):
             yield ev
+
+
+def _log_file_history(info: ProcessInfo) -> History:
+    def history(before_ms: int | None) -> Iterator[Event]:
+        try:
+            text = Path(info.log_file).read_text(errors="replace")
+        except OSError:
+            return iter(())
+        return _events_in(text, before_ms)
+
+    return history
+
+
+def _lines_history(text: str) -> History:
+    return lambda before_ms: _events_in(text, before_ms)
 
 
 async def read_all(where: Where, since_ms: int) -> tuple[list[Event], list[str]]:
@@ -151,23 +193,32 @@ async def read_all(where: Where, since_ms: int) -> tuple[list[Event], list[str]]
         *(read_events(s, since_ms) for s in sources), return_exceptions=True
     )
     state = where.state()
-    by_name = {p.name: p for p in state.processes} if state is not None else {}
+    alive = {p.name: is_alive(p) for p in state.processes} if state is not None else {}
+    histories = await asyncio.to_thread(where.histories)
+    log = "its log file" if state is not None else "its container's log"
     events: list[Event] = []
     notes = []
     for source, got in zip(sources, results, strict=True):
-        info = by_name.get(source.name)
+        history = histories.pop(source.name, None)
         if isinstance(got, BaseException):
-            if info is not None and not is_alive(info):
-                notes.append(f"{source.name} is not running: its events come from its log file")
-                events += (e for e in _log_file_events(info) if e["ts"] >= since_ms)
+            if history is not None and not alive.get(source.name, True):
+                notes.append(f"{source.name} is not running: its events come from {log}")
+                events += (e for e in history(None) if e["ts"] >= since_ms)
+            elif history is not None:
+                notes.append(f"{source.name} does not answer ({got}): its events come from {log}")
+                events += (e for e in history(None) if e["ts"] >= since_ms)
             else:
                 notes.append(f"cannot read events: {got}")
             continue
         events += got
-        if info is not None:
+        if history is not None:
             # The process keeps only this life's recent events; earlier ones are in its log.
             first = min((int(e["ts"]) for e in got), default=None)
-            events += (e for e in _log_file_events(info, first) if e["ts"] >= since_ms)
+            events += (e for e in history(first) if e["ts"] >= since_ms)
+    for name, history in sorted(histories.items()):
+        # Known to the cluster's state or the engine, but not registered now: down.
+        notes.append(f"{name} is not registered: its events come from {log}")
+        events += (e for e in history(None) if e["ts"] >= since_ms)
     events.sort(key=lambda e: int(e.get("ts", 0)))
     return events, notes
 

@@ -23,6 +23,7 @@ class FakeContainer:
         address = f"172.30.0.{len(client.containers_) + 2}"
         network = {"IPAddress": address, "Gateway": "172.30.0.1"}
         self.attrs: dict[str, Any] = {"NetworkSettings": {"Networks": {"mb_default": network}}}
+        self.log_text = ""
 
     def _record(self, method: str, **kwargs: Any) -> None:
         self.client.calls.append((self.name, method, kwargs))
@@ -47,6 +48,9 @@ class FakeContainer:
     def restart(self, *, timeout: int) -> None:
         self._record("restart", timeout=timeout)
 
+    def logs(self, *, stdout: bool, stderr: bool) -> bytes:
+        return self.log_text.encode() if stdout and stderr else b""
+
 
 class FakeContainers:
     def __init__(self, client: FakeDockerClient) -> None:
@@ -68,6 +72,30 @@ class FakeContainers:
         ]
 
 
+class FakeNetwork:
+    """The project's one network: connect/disconnect are recorded and change the container's
+    attachments as the engine does (a stopped container stays attached, without an address)."""
+
+    def __init__(self, client: FakeDockerClient, name: str) -> None:
+        self.client, self.name = client, name
+
+    def disconnect(self, container: FakeContainer) -> None:
+        container._record("disconnect", network=self.name)
+        del container.attrs["NetworkSettings"]["Networks"][self.name]
+
+    def connect(self, container: FakeContainer, *, aliases: list[str]) -> None:
+        container._record("connect", network=self.name, aliases=aliases)
+        container.attrs["NetworkSettings"]["Networks"][self.name] = {"IPAddress": "172.30.0.99"}
+
+
+class FakeNetworks:
+    def __init__(self, client: FakeDockerClient) -> None:
+        self.client = client
+
+    def list(self, *, filters: dict[str, str]) -> list[FakeNetwork]:
+        return [FakeNetwork(self.client, "mb_default")]
+
+
 class FakeImages:
     def get(self, name: str) -> str:
         return name
@@ -83,6 +111,7 @@ class FakeDockerClient:
 
     def __post_init__(self) -> None:
         self.containers = FakeContainers(self)
+        self.networks = FakeNetworks(self)
         self.images = FakeImages()
 
     def add(

@@ -21,6 +21,7 @@ from minibroker.chaos import (
     Node,
     backend_for,
 )
+from minibroker.chaos.compose import SERVICE_LABEL
 from tests.unit.chaos.fakes import FakeDockerClient, compose_cluster
 
 PROJECT_FILTER = {"label": ["com.docker.compose.project=minibroker"]}
@@ -178,6 +179,35 @@ def test_one_way_cuts_and_groups_name_the_right_addresses() -> None:
     assert re.search(r"-s \d", script) is None  # only what it sends
     for ip in ("172.30.0.4", "172.30.0.5", "172.30.0.1"):  # brokers 2, 3 and the gateway
         assert f"-d {ip} -j DROP" in script
+
+
+def test_isolate_disconnects_and_heal_reconnects_only_what_was_cut() -> None:
+    client = compose_cluster()
+    b = backend(client)
+    # A killed container stays attached to its network, without an address: nothing to heal.
+    client.containers_[4].status = "exited"  # controller-1
+    client.containers_[4].attrs["NetworkSettings"]["Networks"]["mb_default"]["IPAddress"] = ""
+    assert b.network_fault(NetworkFault("cut", "broker-1")) == ["broker-1->all (mb_default)"]
+    assert client.calls == [("minibroker-broker-1-1", "disconnect", {"network": "mb_default"})]
+    with pytest.raises(ChaosError, match="controller-1 is not running"):
+        b.network_fault(NetworkFault("cut", "controller-1"))
+    assert b.heal_network() == ["broker-1->all (mb_default)"]
+    assert client.calls[-1] == (
+        "minibroker-broker-1-1",
+        "connect",
+        {"network": "mb_default", "aliases": ["broker-1"]},
+    )
+    assert b.heal_network() == []
+
+
+def test_node_logs_are_the_brokers_and_controllers_container_logs() -> None:
+    client = compose_cluster()
+    for c in client.containers_:
+        c.log_text = f"{c.labels[SERVICE_LABEL]} line\n"
+    client.containers_[4].status = "exited"  # a killed controller keeps its log
+    logs = backend(client).node_logs()
+    assert sorted(logs) == ["broker-1", "broker-2", "broker-3", "controller-1", "controller-2"]
+    assert logs["controller-1"] == "controller-1 line\n"
 
 
 def test_compose_network_faults_refuse_what_they_cannot_do() -> None:
