@@ -1,5 +1,5 @@
-"""One compose cluster for every test in tests/compose: images built (deploy/build-images.sh),
-`up -d`, and `down -v` after the last test, also when one fails."""
+"""One compose cluster for every test in tests/compose, made by deploy/README.md's walkthrough
+blocks: `build`, `up`, and `down` after the last test, also when one fails."""
 
 from __future__ import annotations
 
@@ -17,8 +17,13 @@ def client() -> Any:
 
 
 @pytest.fixture(scope="session")
-def up_seconds(client: Any) -> Iterator[float]:
-    """The seconds from `up -d` to every service healthy."""
-    engine.build_images()
-    with engine.cluster_up(client) as took:
+def block_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The environment deploy/README.md's walkthrough blocks run in."""
+    return engine.block_env(tmp_path_factory.mktemp("shims"))
+
+
+@pytest.fixture(scope="session")
+def up_seconds(client: Any, block_env: dict[str, str]) -> Iterator[float]:
+    """The seconds from the walkthrough's `up` to every service healthy."""
+    with engine.cluster_up(client, block_env) as took:
         yield took

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import io
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -72,18 +74,64 @@ def compose(
     )
 
 
-def build_images() -> None:
-    """deploy/build-images.sh: seconds when nothing changed; the first time, several minutes."""
+README = ROOT / "deploy" / "README.md"
+_BLOCK = re.compile(r"<!-- walkthrough: ([\w-]+) -->\n```sh\n(.*?)\n```", re.DOTALL)
+
+
+def walkthrough() -> dict[str, str]:
+    """deploy/README.md's walkthrough blocks by name, in the document's order."""
+    blocks: dict[str, str] = {}
+    for name, body in _BLOCK.findall(README.read_text()):
+        assert name not in blocks, f"two walkthrough blocks named {name}"
+        blocks[name] = body
+    return blocks
+
+
+def block_env(shims: Path) -> dict[str, str]:
+    """The environment a reader's shell would have, aimed at the tests' project: the venv's
+    `minibroker` on PATH, COMPOSE_PROJECT_NAME (compose and minibroker both obey it), and a
+    `docker` that turns `docker compose` into `docker-compose` where only 1.29 exists."""
+    env = cli_env()
+    env["COMPOSE_PROJECT_NAME"] = PROJECT
+    command = compose_command()
+    if command == ["docker-compose"]:
+        real = shutil.which("docker")
+        shims.mkdir(parents=True, exist_ok=True)
+        shim = shims / "docker"
+        shim.write_text(
+            "#!/bin/sh\n"
+            "# `docker compose ARGS` as docker-compose 1.29 (no compose v2 on this machine)\n"
+            'if [ "$1" = compose ]; then shift; exec docker-compose "$@"; fi\n'
+            f'exec {real} "$@"\n'
+        )
+        shim.chmod(0o755)
+        env["PATH"] = f"{shims}{os.pathsep}{env['PATH']}"
+    return env
+
+
+def run_block(
+    name: str, env: dict[str, str], *, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """Run the walkthrough block `name` as written, in deploy/, with bash -e; it must succeed."""
+    body = walkthrough()[name]
     result = subprocess.run(
-        ["bash", str(ROOT / "deploy" / "build-images.sh")],
-        capture_output=True,
-        text=True,
-        check=False,
-        stdin=subprocess.DEVNULL,
-        timeout=3600,
+        ["bash", "-euo", "pipefail", "-c", body],
+        cwd=ROOT / "deploy", env=env, capture_output=True, text=True, check=False,
+        stdin=subprocess.DEVNULL, timeout=timeout,
+    )  # fmt: skip
+    assert result.returncode == 0, (
+        f"walkthrough block {name}:\n{body}\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
     )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    print(result.stdout[-1200:])
+    return result
+
+
+def start_block(name: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    """The walkthrough block `name` in the background (a run the test acts on meanwhile)."""
+    return subprocess.Popen(
+        ["bash", "-euo", "pipefail", "-c", walkthrough()[name]],
+        cwd=ROOT / "deploy", env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
 
 
 def leftovers(client: Any) -> list[str]:
@@ -96,29 +144,26 @@ def leftovers(client: Any) -> list[str]:
 
 
 @contextmanager
-def cluster_up(client: Any) -> Iterator[float]:
-    """`up -d`, yielding the seconds from `up` to every service healthy; `down -v` after, also
-    when the test fails, and nothing of the project may be left behind."""
+def cluster_up(client: Any, env: dict[str, str]) -> Iterator[float]:
+    """The walkthrough's `build` and `up`, yielding the seconds from `up` to every service
+    healthy; its `down` after, also when a test fails, and nothing of the project may be left
+    behind."""
+    run_block("build", env, timeout=3600)
     compose("--profile", "loadgen", "--profile", "spark", "down", "-v", "--remove-orphans",
             check=False)  # fmt: skip
     started = time.monotonic()
     try:
-        # What users run: the checks (engine, images, ports), `up -d`, the wait for health.
-        up = subprocess.run(
-            [sys.executable, "-m", "minibroker.cli.main", "cluster", "up", "--compose", PROJECT,
-             "--file", str(COMPOSE_FILE), "--timeout", "120"],
-            capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL, env=cli_env(),
-        )  # fmt: skip
-        assert up.returncode == 0, up.stdout + up.stderr + logs()
-        print(up.stdout.strip())
+        print(run_block("up", env, timeout=300).stdout.strip())
         yield time.monotonic() - started
     finally:
-        # Every profile: docker-compose 1.29 leaves the containers of inactive ones behind.
-        profiles = ["--profile", "loadgen", "--profile", "spark", "--profile", "tools"]
-        down = compose(*profiles, "down", "-v", "--remove-orphans", "-t", "5", check=False)
+        try:
+            run_block("down", env, timeout=300)
+        finally:
+            # Whatever the block left (a failed step may have left anything).
+            compose("--profile", "loadgen", "--profile", "spark", "--profile", "tools", "down",
+                    "-v", "--remove-orphans", "-t", "5", check=False)  # fmt: skip
         left = leftovers(client)
-        assert down.returncode == 0, down.stdout + down.stderr
-        assert left == [], f"left behind by `down -v`: {left}"
+        assert left == [], f"left behind by the walkthrough's `down`: {left}"
 
 
 def logs(tail: int = 40) -> str:

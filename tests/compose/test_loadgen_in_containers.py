@@ -1,15 +1,16 @@
-"""The load generator in its container against the compose cluster: `compose --profile loadgen
-run --rm loadgen ...` while a broker container is killed mid-run, then on the `spark` profile's
-standalone master and worker. Each run must verify every acknowledged record (0 missing) and
-leave report.json and chart.png in deploy/loadgen-runs on the host.
+"""The load generator in its container against the compose cluster, as deploy/README.md's
+walkthrough runs it: `compose --profile loadgen run --rm loadgen ...` while the leader of one of
+its partitions is killed, then on the `spark` profile's standalone master and worker. Each run
+must verify every acknowledged record (0 missing) and leave report.json and chart.png in
+deploy/loadgen-runs on the host.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
-import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,23 +26,14 @@ RUN_TIMEOUT_S = 600
 
 
 @pytest.fixture
-def run_name() -> Iterator[str]:
-    """A run folder of this test's own, removed afterwards through a container (the files belong
-    to the folder's owner, which may be root)."""
-    name = f"test-{time.strftime('%Y%m%d-%H%M%S')}"
-    yield name
-    engine.compose("--profile", "loadgen", "run", "--rm", "--no-deps", "--entrypoint", "rm",
-                   "loadgen", "-rf", f"loadgen-runs/{name}", check=False)  # fmt: skip
-
-
-def loadgen(*args: str) -> subprocess.Popen[str]:
-    command = engine.compose_command()
-    assert command is not None
-    return subprocess.Popen(
-        [*command, "-f", str(engine.COMPOSE_FILE), "-p", engine.PROJECT, "--profile", "loadgen",
-         "run", "--rm", "loadgen", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
+def new_runs() -> Iterator[None]:
+    """The run folders a test makes are removed afterwards, through a container: the files
+    belong to the folder's owner, who may be root."""
+    before = set(HOST_RUNS.glob("*")) if HOST_RUNS.is_dir() else set()
+    yield
+    for run in sorted(set(HOST_RUNS.glob("*")) - before):
+        engine.compose("--profile", "loadgen", "run", "--rm", "--no-deps", "--entrypoint", "rm",
+                       "loadgen", "-rf", f"loadgen-runs/{run.name}", check=False)  # fmt: skip
 
 
 def finished(proc: subprocess.Popen[str]) -> str:
@@ -56,8 +48,10 @@ def finished(proc: subprocess.Popen[str]) -> str:
     return out
 
 
-def report(name: str) -> dict[str, Any]:
-    folder = HOST_RUNS / name
+def report(out: str) -> dict[str, Any]:
+    """The run's report.json, found on the host where the run said it wrote it."""
+    line = next(x for x in out.splitlines() if x.startswith("report: "))
+    folder = HOST_RUNS / Path(line.split()[1]).parent.name
     assert (folder / "chart.png").stat().st_size > 0
     parsed = json.loads((folder / "report.json").read_text())
     assert isinstance(parsed, dict)
@@ -73,40 +67,29 @@ def leo(topic: str) -> int:
 
 
 def test_the_load_generator_in_a_container_survives_a_killed_broker(
-    up_seconds: float, run_name: str
+    up_seconds: float, block_env: dict[str, str], new_runs: None
 ) -> None:
-    topic = "loadgen-compose"
-    proc = loadgen("--records", "60000", "--topic", topic, "--out", f"loadgen-runs/{run_name}")
+    proc = engine.start_block("loadgen", block_env)
     try:
-        wait_until(lambda: leo(topic) > 2000 or proc.poll() is not None, timeout_s=300,
+        wait_until(lambda: leo("loadgen") > 2000 or proc.poll() is not None, timeout_s=300,
                    what="the load generator writing")  # fmt: skip
         assert proc.poll() is None, "the run ended before a broker could be killed"
-        killed = mb("cluster", "kill", "leader", "--topic", topic, "--compose", engine.PROJECT)
+        killed = engine.run_block("loadgen-kill", block_env)
     finally:
-        finished(proc)
-    verification = report(run_name)["verification"]
+        out = finished(proc)
+    verification = report(out)["verification"]
     assert verification["acked"] > 0 and verification["missing"] == 0, verification
-    # Bring the killed broker back (`kill: broker-N (...)`) for the next test.
+    # Start the killed broker (`kill: broker-N (...)`) again for what follows.
     name = killed.stdout.split()[1]
     mb("cluster", "start", name, "--compose", engine.PROJECT)
-    wait = subprocess.run(
-        ["minibroker", "cluster", "wait", "--compose", engine.PROJECT, "--timeout", "60"],
-        capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL,
-        env=engine.cli_env(),
-    )  # fmt: skip
-    assert wait.returncode == 0, wait.stdout + wait.stderr
+    mb("cluster", "wait", "--compose", engine.PROJECT, "--timeout", "60")
 
 
 def test_the_load_generator_runs_on_the_spark_standalone_cluster(
-    up_seconds: float, run_name: str
+    up_seconds: float, block_env: dict[str, str], new_runs: None
 ) -> None:
-    engine.compose("--profile", "spark", "up", "-d", "spark-master", "spark-worker")
-    master = "spark://spark-master:7077"
-    out = f"loadgen-runs/{run_name}"
-    proc = loadgen(
-        "--records", "20000", "--topic", "loadgen-spark", "--master", master, "--out", out
-    )
-    finished(proc)
-    got = report(run_name)
-    assert got["run"]["master"] == master
+    out = engine.run_block("spark", block_env, timeout=RUN_TIMEOUT_S).stdout
+    print(out[-2500:])
+    got = report(out)
+    assert got["run"]["master"] == "spark://spark-master:7077"
     assert got["verification"]["missing"] == 0, got["verification"]
