@@ -129,7 +129,9 @@ def wait_healthy(backend: ComposeBackend, timeout_s: float, started: float | Non
             took = time.monotonic() - started
             states = ", ".join(f"{s} {h}" for s, h in health.items())
             return f"{where}: {len(health)} services up in {took:.1f} s: {states}"
-        broken = {s: h for s, h in waiting.items() if h not in ("starting", "created")}
+        # Unhealthy is not final: Docker keeps checking, and a container just resumed reads
+        # unhealthy (the engine marks a paused one so) until its next check passes.
+        broken = {s: h for s, h in waiting.items() if h not in ("starting", "created", "unhealthy")}
         if broken or time.monotonic() >= deadline:
             if not health:
                 raise ChaosError(

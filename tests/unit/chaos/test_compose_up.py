@@ -53,6 +53,18 @@ def test_the_wait_returns_once_every_service_is_healthy() -> None:
     assert line.startswith("compose project 'mb': 2 services up in ")
 
 
+def test_an_unhealthy_service_is_waited_for_as_a_resumed_one_recovers() -> None:
+    backend: Any = Backend(
+        {"broker-1": "unhealthy", "zookeeper": "healthy"},
+        {"broker-1": "healthy", "zookeeper": "healthy"},
+    )
+    assert compose_up.wait_healthy(backend, timeout_s=10).endswith(
+        "broker-1 healthy, zookeeper healthy"
+    )
+    with pytest.raises(ChaosError, match="is not healthy after 0 s: broker-1 unhealthy"):
+        compose_up.wait_healthy(Backend({"broker-1": "unhealthy"}), timeout_s=0)  # type: ignore[arg-type]
+
+
 def test_an_exited_service_fails_the_wait_at_once_and_none_at_all_says_to_start() -> None:
     backend: Any = Backend({"broker-1": "exited", "zookeeper": "healthy"})
     with pytest.raises(ChaosError, match="is not healthy: broker-1 exited"):
