@@ -20,12 +20,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from minibroker import chaos
-from minibroker.cli.event_text import is_routine, parse_since, render
 from minibroker.cli.locate import (
     add_locate_arguments,
     default_dir,
 )
 from minibroker.client.channels import parse_bootstrap
+from minibroker.client.event_text import is_routine, parse_since, render
 from minibroker.client.events import (
     Event,
     EventsUnavailable,

@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from minibroker.cli.event_text import render
+from minibroker.client.event_text import render
 from minibroker.core.planted_bugs import PlantedBug
 from minibroker.localcluster import ClusterError
 from minibroker.scenarios import (

@@ -12,13 +12,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from minibroker.cli.locate import add_locate_arguments, registered_address, zk_connect
-from minibroker.cli.topic_view import (
-    BrokerReports,
-    PartitionFilter,
-    describe_json,
-    describe_lines,
-    topic_view,
-)
 from minibroker.client.admin import BrokerDescription, BrokerUnreachable, describe_broker
 from minibroker.client.admin_zk import (
     all_topics,
@@ -29,6 +22,13 @@ from minibroker.client.admin_zk import (
     read_topic_or_raise,
     request_preferred_replica_election,
     wait_for_leaders,
+)
+from minibroker.client.topic_view import (
+    BrokerReports,
+    PartitionFilter,
+    describe_json,
+    describe_lines,
+    topic_view,
 )
 from minibroker.core.errors import ApiError, ErrorCode
 from minibroker.core.topic_config import parse_config_pairs

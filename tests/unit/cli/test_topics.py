@@ -12,7 +12,13 @@ import pytest
 
 from minibroker.cli import topics
 from minibroker.cli.main import build_parser, main
-from minibroker.cli.topic_view import (
+from minibroker.client.admin import (
+    BrokerDescription,
+    RemoteReplicaDescription,
+    ReplicaDescription,
+)
+from minibroker.client.admin_zk import TopicInfo
+from minibroker.client.topic_view import (
     BrokerReports,
     PartitionFilter,
     describe_json,
@@ -21,12 +27,6 @@ from minibroker.cli.topic_view import (
     partition_line,
     topic_view,
 )
-from minibroker.client.admin import (
-    BrokerDescription,
-    RemoteReplicaDescription,
-    ReplicaDescription,
-)
-from minibroker.client.admin_zk import TopicInfo
 from minibroker.core.types import LeaderAndIsr, TopicPartition
 from minibroker.core.zk_layout import TopicPartitionStateZNode
 from minibroker.runtime.zk_store import ZkStore

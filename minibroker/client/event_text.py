@@ -104,6 +104,29 @@ _SENTENCES: dict[str, Callable[[Event], str]] = {
 }
 
 
+# The events that tell the replication story, for views that show it alone (the dashboard's
+# timeline by default): the ones with a sentence, and the faults and turns around them.
+STORY_EVENTS = frozenset(_SENTENCES) - {"hw_advanced", "request_sent"} | {
+    "zk_session_expired",
+    "broker_registered",
+    "broker_stopped",
+    "controlled_shutdown",
+    "controlled_shutdown_succeeded",
+    "replica_removed_from_isr",
+    "controller_resigned",
+    "follower_truncated",
+    "net_fault",
+    "net_heal",
+    "log_recovered",
+}
+
+
+def is_story(event: Event) -> bool:
+    """Part of the replication story (STORY_EVENTS), or an HW move an ISR change caused."""
+    name = event.get("event")
+    return name in STORY_EVENTS or (name == "hw_advanced" and not is_routine(event))
+
+
 def _fields(event: Event) -> str:
     return " ".join(
         f"{k}={v if isinstance(v, str) else json.dumps(v)}"
@@ -112,10 +135,15 @@ def _fields(event: Event) -> str:
     )
 
 
+def sentence(event: Event) -> str:
+    """What the event says, in words (or as its fields when it has no sentence)."""
+    say = _SENTENCES.get(str(event.get("event")))
+    return say(event) if say is not None else _fields(event)
+
+
 def render(event: Event) -> str:
     """One line: time, process, event name, then its sentence (or fields)."""
-    sentence = _SENTENCES.get(str(event.get("event")))
-    text = sentence(event) if sentence is not None else _fields(event)
+    text = sentence(event)
     when = clock(int(event.get("ts", 0)))
     return f"{when} {event.get('proc', '?'):<14} {event.get('event', '?'):<28} {text}".rstrip()
 

@@ -6,7 +6,7 @@ from datetime import datetime
 
 import pytest
 
-from minibroker.cli.event_text import clock, is_routine, parse_since, render
+from minibroker.client.event_text import clock, is_routine, parse_since, render
 
 T = int(datetime(2026, 11, 22, 12, 0, 4, 100_000).timestamp() * 1000)
 

@@ -127,27 +127,37 @@ def replica_statuses(
     return tuple(out)
 
 
+def topic_min_insync_replicas(info: TopicInfo, reports: BrokerReports) -> int:
+    """The topic's min.insync.replicas: its own override, else the brokers' setting."""
+    return min_insync_replicas(info.config, broker_min_insync_replicas(reports))
+
+
+def partition_view(
+    info: TopicInfo, partition: int, reports: BrokerReports, min_isr: int
+) -> PartitionView:
+    """One partition of `info` (in its assignment) joined with the brokers' reports."""
+    replicas = info.assignment[partition]
+    state = info.states.get(partition)
+    leader = state.leader if state is not None else NO_LEADER
+    return PartitionView(
+        topic=info.topic,
+        partition=partition,
+        leader=leader,
+        leader_epoch=state.leader_epoch if state is not None else None,
+        replicas=tuple(replicas),
+        isr=tuple(state.isr) if state is not None else (),
+        replicas_state=replica_statuses(
+            TopicPartition(info.topic, partition), replicas, leader, reports
+        ),
+        min_insync_replicas=min_isr,
+        leader_is_live=leader in reports,
+    )
+
+
 def topic_view(info: TopicInfo, reports: BrokerReports) -> TopicView:
     """`info` from ZooKeeper; `reports` keyed by every registered (live) broker."""
-    min_isr = min_insync_replicas(info.config, broker_min_insync_replicas(reports))
-    partitions = []
-    for p, replicas in sorted(info.assignment.items()):
-        tp = TopicPartition(info.topic, p)
-        state = info.states.get(p)
-        leader = state.leader if state is not None else NO_LEADER
-        partitions.append(
-            PartitionView(
-                topic=info.topic,
-                partition=p,
-                leader=leader,
-                leader_epoch=state.leader_epoch if state is not None else None,
-                replicas=tuple(replicas),
-                isr=tuple(state.isr) if state is not None else (),
-                replicas_state=replica_statuses(tp, replicas, leader, reports),
-                min_insync_replicas=min_isr,
-                leader_is_live=leader in reports,
-            )
-        )
+    min_isr = topic_min_insync_replicas(info, reports)
+    partitions = [partition_view(info, p, reports, min_isr) for p in sorted(info.assignment)]
     first = min(info.assignment, default=None)
     return TopicView(
         topic=info.topic,
