@@ -243,7 +243,10 @@ def replica_description(
             broker_pb2.RemoteReplicaDescription(
                 broker_id=r.broker_id,
                 log_end_offset=r.log_end_offset,
-                last_caught_up_ms_ago=max(0, now_ms - r.last_caught_up_time_ms),
+                # Kafka's 0 means "not since this broker became leader": said as -1.
+                last_caught_up_ms_ago=(
+                    max(0, now_ms - r.last_caught_up_time_ms) if r.last_caught_up_time_ms else -1
+                ),
             )
             for r in remotes
         ],

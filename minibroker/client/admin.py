@@ -7,6 +7,7 @@ from typing import Any
 
 import grpc
 
+from minibroker.client.channels import ChannelPool, RpcFailure
 from minibroker.core.errors import ErrorCode
 from minibroker.core.types import TopicPartition
 from minibroker.rpc import broker_pb2, broker_pb2_grpc
@@ -65,10 +66,40 @@ def describe_broker(address: str, timeout_s: float = 5.0) -> BrokerDescription:
             raise BrokerUnreachable(
                 f"broker {address}: {exc.code().name}: {exc.details()}"
             ) from None
+    return _description(address, resp)
+
+
+async def describe_broker_async(
+    pool: ChannelPool,
+    address: str,
+    timeout_s: float = 5.0,
+    previous: BrokerDescription | None = None,
+    caught_up_granularity_ms: int = 1,
+) -> BrokerDescription:
+    """describe_broker over `pool`'s long-lived channel, for callers that ask every second:
+    a replica that reads as it did in `previous` is `previous`'s object (followers'
+    last_caught_up_ms_ago compared in steps of `caught_up_granularity_ms`), so callers see what
+    changed by identity and a quiet broker costs no new objects."""
+    try:
+        resp = await pool.call(
+            address, "DescribeBroker", broker_pb2.DescribeBrokerRequest(), int(timeout_s * 1000)
+        )
+    except RpcFailure as exc:
+        raise BrokerUnreachable(str(exc)) from None
+    return _description(address, resp, previous, caught_up_granularity_ms)
+
+
+def _description(
+    address: str, resp: Any, previous: BrokerDescription | None = None, granularity_ms: int = 1
+) -> BrokerDescription:
     error = error_from_wire(resp.error_code)
     if error is not ErrorCode.NONE:
         raise BrokerUnreachable(f"broker {address} answered {error.name}")
-    replicas = [_replica(p) for p in resp.partitions]
+    known = previous.partitions if previous is not None else {}
+    replicas = []
+    for p in resp.partitions:
+        prev = known.get(TopicPartition(p.topic, p.partition))
+        replicas.append(prev if prev and _unchanged(prev, p, granularity_ms) else _replica(p))
     return BrokerDescription(
         broker_id=resp.broker_id,
         broker_epoch=resp.broker_epoch,
@@ -76,6 +107,26 @@ def describe_broker(address: str, timeout_s: float = 5.0) -> BrokerDescription:
         profile=resp.profile,
         config=dict(resp.config),
         partitions={r.tp: r for r in replicas},
+    )
+
+
+def _unchanged(prev: ReplicaDescription, p: Any, granularity_ms: int) -> bool:
+    if (
+        prev.log_end_offset != p.log_end_offset
+        or prev.high_watermark != p.high_watermark
+        or prev.is_leader != p.is_leader
+        or prev.leader_epoch != p.leader_epoch
+        or prev.leader != p.leader
+        or prev.log_start_offset != p.log_start_offset
+        or prev.isr != tuple(p.isr)
+        or len(prev.remote_replicas) != len(p.remote_replicas)
+    ):
+        return False
+    return all(
+        a.broker_id == b.broker_id
+        and a.log_end_offset == b.log_end_offset
+        and a.last_caught_up_ms_ago // granularity_ms == b.last_caught_up_ms_ago // granularity_ms
+        for a, b in zip(prev.remote_replicas, p.remote_replicas, strict=True)
     )
 
 

@@ -57,6 +57,7 @@ class ZkClient:
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
             logger=logging.getLogger("kazoo.client"),
         )
+        self._pipelined_watches: dict[str, Callable[[], None]] = {}
 
     # ---- session -----------------------------------------------------------------------------
 
@@ -205,6 +206,52 @@ class ZkClient:
             callback(data, stat_of(stat) if stat is not None else None)
 
         self._client.DataWatch(path, fn)
+
+    def watch_data_pipelined(
+        self, path: str, callback: Callable[[bytes | None, Stat | None], None]
+    ) -> None:
+        """As `watch_data`, for many znodes that change together (a broker's thousand partition
+        states): when one changes it is re-read without waiting for the re-reads of the others,
+        which kazoo's DataWatch does one round trip after another (a second per thousand).
+        The watch is armed again with each read, and every watched znode is read again whenever
+        the session (re)connects, so a change missed while disconnected is seen then."""
+
+        def on_event(_event: Any) -> None:
+            read()
+
+        def read() -> None:
+            try:
+                self._client.get_async(path, watch=on_event).rawlink(got)
+            except Exception:  # closing, or not connected: the reconnection reads it again
+                return
+
+        def got(result: Any) -> None:
+            if result.successful():
+                data, stat = result.value
+                callback(data, stat_of(stat))
+            elif isinstance(result.exception, kz_exc.NoNodeError):
+                try:
+                    self._client.exists_async(path, watch=on_event).rawlink(exists)
+                except Exception:
+                    return
+
+        def exists(result: Any) -> None:
+            if not result.successful():
+                return
+            if result.value is not None:
+                read()  # created between the two reads
+            else:
+                callback(None, None)
+
+        if not self._pipelined_watches:
+            self._client.add_listener(self._reread_watched)
+        self._pipelined_watches[path] = read
+        read()
+
+    def _reread_watched(self, state: Any) -> None:
+        if state == KazooState.CONNECTED:
+            reads = list(self._pipelined_watches.values())
+            self._client.handler.spawn(lambda: [read() for read in reads])
 
     def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> None:
         """Call `callback(children)` now and whenever the child list of `path` changes."""

@@ -49,8 +49,9 @@ def test_the_leader_reports_its_log_its_isr_and_each_followers_fetch_offset() ->
     assert (d.log_start_offset, d.log_end_offset, d.high_watermark) == (2, 10, 0)
     assert list(d.isr) == [1, 2]
     remotes = {r.broker_id: (r.log_end_offset, r.last_caught_up_ms_ago) for r in d.remote_replicas}
-    # Broker 3 has not fetched since this broker became leader: its LEO is unknown (-1).
-    assert remotes == {2: (10, 500), 3: (-1, 2_000)}
+    # Broker 3 has not fetched since this broker became leader: its LEO is unknown (-1), and it
+    # has not caught up since (-1).
+    assert remotes == {2: (10, 500), 3: (-1, -1)}
 
 
 def test_a_follower_reports_its_own_log_and_hw_and_no_remote_replicas() -> None:
