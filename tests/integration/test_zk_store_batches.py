@@ -5,7 +5,7 @@ failed /controller_epoch check anywhere in a batch is ControllerMoved (reference
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -86,3 +86,33 @@ def test_deletes_in_a_batch_report_what_was_there(zk: ZkStore) -> None:
     zk.ensure_paths(["/n/a", "/n/b"])
     assert zk.delete_many_fenced(0, ["/n/a", "/n/missing", "/n/b"]) == [True, False, True]
     assert zk.children("/n") == []
+
+
+def test_pipelined_data_watches_see_every_change_deletion_and_recreation(zk: ZkStore) -> None:
+    """Many watched znodes changed at once are each seen with their last data; a deleted one is
+    seen gone, and seen again when it comes back."""
+    import threading
+
+    paths = [f"/watched/n{i}" for i in range(200)]
+    for path in paths:
+        zk.create(path, b"0", makepath=True)
+    seen: dict[str, bytes | None] = {}
+    lock = threading.Lock()
+
+    def watcher(path: str) -> Callable[[bytes | None, object], None]:
+        def on_data(data: bytes | None, _stat: object) -> None:
+            with lock:
+                seen[path] = data
+
+        return on_data
+
+    for path in paths:
+        zk.watch_data_pipelined(path, watcher(path))
+    wait_until(lambda: all(seen.get(p) == b"0" for p in paths), timeout_s=10, what="first reads")
+    for path in paths:
+        zk.set(path, b"1")
+    wait_until(lambda: all(seen.get(p) == b"1" for p in paths), timeout_s=10, what="the changes")
+    zk.delete(paths[0])
+    wait_until(lambda: paths[0] in seen and seen[paths[0]] is None, timeout_s=10, what="gone")
+    zk.create(paths[0], b"back")
+    wait_until(lambda: seen.get(paths[0]) == b"back", timeout_s=10, what="recreated")
