@@ -18,6 +18,9 @@ DEFAULT_CONTROLLERS = 2
 
 ZOOKEEPER = "zookeeper"
 ZOOKEEPER_PORT = 2181
+# The live dashboard's web port: `minibroker dashboard`, `cluster up --dashboard`, the demo and
+# the compose service (published on the host's 127.0.0.1).
+DASHBOARD_PORT = 8090
 # In containers every node listens on two listeners: INTERNAL (container network, fixed
 # port, used between nodes) and EXTERNAL (published on the host's loopback). The EXTERNAL
 # port inside the container equals the published one because it is advertised as

@@ -3,7 +3,7 @@
 # (unit tests, and integration tests against a real ZooKeeper and real processes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh
+bash scripts/bootstrap.sh --browser
 echo "== ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

@@ -16,7 +16,7 @@ from minibroker import localcluster
 from minibroker.chaos.backend import ChaosError, NetworkFault, Node, NodeState, no_fault_proxy
 from minibroker.faultproxy.client import FaultProxyClient, FaultProxyError
 from minibroker.faultproxy.model import LinkView
-from minibroker.localcluster import FAULT_PROXY, ClusterError, ClusterState
+from minibroker.localcluster import FAULT_PROXY, TOOL_ROLES, ClusterError, ClusterState
 
 
 @contextlib.contextmanager
@@ -43,8 +43,10 @@ class ProcessBackend:
             return ClusterState.load(self.cluster_dir)
 
     def nodes(self) -> list[Node]:
-        # The fault proxy is the cluster's network, not a node of it.
-        return [Node(p.name, p.role, p.id) for p in self._load().processes if p.role != FAULT_PROXY]
+        # The fault proxy is the cluster's network and the dashboard a window on it: no nodes.
+        return [
+            Node(p.name, p.role, p.id) for p in self._load().processes if p.role not in TOOL_ROLES
+        ]
 
     def names(self) -> list[str]:
         return [n.name for n in self.nodes()]
@@ -54,6 +56,8 @@ class ProcessBackend:
             p = self._load().process(name)  # "no process named ..." with the names there are
         if p.role == FAULT_PROXY:
             raise ChaosError(f"{name} is the fault proxy, not a node of the cluster")
+        if p.role in TOOL_ROLES:
+            raise ChaosError(f"{name} is the {p.role}, not a node of the cluster")
         return Node(p.name, p.role, p.id)
 
     def state(self, name: str) -> NodeState:

@@ -12,6 +12,7 @@ from minibroker.chaos import compose_up
 from minibroker.cli import network
 from minibroker.cli.locate import add_dir_argument, cluster_dir
 from minibroker.runtime.settings import PROFILES, Settings
+from minibroker.topology import DASHBOARD_PORT
 
 TARGETS = "broker-N, controller-N, zookeeper, controller, leader, follower, leader:TOPIC-P"
 
@@ -35,6 +36,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="store_true",
         help="route every link (broker<->broker, to ZooKeeper, controller<->broker, clients) "
         "through a fault proxy, for isolate/delay/throttle/heal",
+    )
+    up.add_argument(
+        "--dashboard",
+        nargs="?",
+        type=int,
+        const=DASHBOARD_PORT,
+        metavar="PORT",
+        help=f"also start the live web dashboard on 127.0.0.1:PORT (default {DASHBOARD_PORT}); "
+        "`cluster down` stops it",
     )
     up.add_argument(
         "--compose",
@@ -121,6 +131,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         broker_port_base=args.broker_port_base,
         ready_timeout_s=args.timeout,
         proxy=args.proxy,
+        dashboard_port=args.dashboard,
     )
     took = time.monotonic() - started
     print(
@@ -130,6 +141,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     proxy = state.fault_proxy()
     if proxy is not None:
         print(f"fault proxy {proxy.address}: {len(state.proxy_links)} links (`cluster links`)")
+    for dash in state.by_role(localcluster.DASHBOARD):
+        print(f"dashboard: http://{dash.address}/")
     print(f"state file: {d / localcluster.STATE_FILE}")
     return 0
 
@@ -154,8 +167,10 @@ def render_status(st: localcluster.ClusterStatus) -> str:
             note = "active" if p.id == st.controller_id else "standby"
         elif p.role == localcluster.FAULT_PROXY:
             note = f"{len(state.proxy_links)} links (`cluster links`)"
+        elif p.role == localcluster.DASHBOARD:
+            note = f"http://{p.address}/"
         if st.process_states[p.name] == "dead" or (
-            not st.zk_reachable and p.role not in ("zookeeper", localcluster.FAULT_PROXY)
+            not st.zk_reachable and p.role not in ("zookeeper", *localcluster.TOOL_ROLES)
         ):
             note = ""
         pid = str(p.pid)

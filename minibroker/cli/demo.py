@@ -27,6 +27,7 @@ from minibroker.client.read_back import read_partition
 from minibroker.core.types import LeaderAndIsr, TopicPartition
 from minibroker.runtime.logging import parse_line
 from minibroker.runtime.waiting import wait_until
+from minibroker.topology import DASHBOARD_PORT
 
 DEMO_DIR = ".minibroker-demo"
 TOPIC = "seeds"
@@ -38,6 +39,14 @@ def add_parser(
 ) -> None:
     p = sub.add_parser("demo", help="the seeds' story on a real cluster, with timings")
     p.add_argument("--dir", type=Path, default=Path(DEMO_DIR))
+    p.add_argument(
+        "--dashboard",
+        type=int,
+        default=DASHBOARD_PORT,
+        metavar="PORT",
+        help=f"watch it live at http://127.0.0.1:PORT/ ({DASHBOARD_PORT}; a free port when that "
+        "one is taken; 0: no dashboard)",
+    )
     p.set_defaults(func=functools.partial(cmd_demo, cli=cli))
 
 
@@ -100,12 +109,23 @@ class BackgroundProducer:
         self._thread.join(timeout=60)
 
 
+def _dashboard_port(wanted: int) -> int:
+    """`wanted`, or a free port when something else holds it (0: no dashboard)."""
+    if wanted == 0 or localcluster.port_free(wanted):
+        return wanted
+    (port,) = localcluster.free_ports(1)
+    return port
+
+
 def cmd_demo(args: argparse.Namespace, *, cli: Callable[[list[str]], int]) -> int:
     """The demo, running each step through `cli` (the `minibroker` command's entry point, handed
     in by it: CLIs are leaves that nothing imports)."""
     demo = Demo(cli, args.dir)
     _step("Start ZooKeeper, 3 brokers and 2 controllers as real processes")
-    demo.run("cluster", "up")
+    port = _dashboard_port(args.dashboard)
+    demo.run("cluster", "up", *(["--dashboard", str(port)] if port else []))
+    if port:
+        _note(f"watch it live in a browser: http://127.0.0.1:{port}/ (the live dashboard)")
     try:
         _story(demo)
     finally:

@@ -9,6 +9,7 @@ import sys
 from minibroker.cli import (
     cluster,
     consume,
+    dashboard,
     demo,
     events,
     health,
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_parser(sub)
     consume.add_parser(sub)
     events.add_parser(sub)
+    dashboard.add_parser(sub)
     health.add_parser(sub)
     demo.add_parser(sub, cli=main)
     loadgen.add_parser(sub)

@@ -13,6 +13,7 @@ from minibroker import topology
 from minibroker.faultproxy.model import LinkSpec
 from minibroker.localcluster.state import (
     CONTROLLER_ID_BASE,
+    DASHBOARD,
     FAULT_PROXY,
     HOST,
     LINKS_FILE,
@@ -87,6 +88,7 @@ def plan(
     zk_port: int | None,
     broker_port_base: int | None,
     proxy: bool = False,
+    dashboard_port: int | None = None,
 ) -> ClusterState:
     """The processes of a cluster, their ports, dirs and command lines (nothing started).
     With `proxy`, a fault proxy carries every link (topology.proxied_settings): a broker's
@@ -155,7 +157,24 @@ def plan(
         LinkSpec(src, dst, link_ports[(src, dst)], targets[(src, dst)]).to_json()
         for src, dst in links
     ]
+    if dashboard_port is not None:
+        state.processes.append(_dashboard(d, dashboard_port))
     return state
+
+
+def _dashboard(d: Path, port: int) -> ProcessInfo:
+    """The live dashboard of this cluster (`minibroker dashboard --dir D`), started last."""
+    cmd = [sys.executable, "-m", "minibroker.cli.main", DASHBOARD, "--dir", str(d)]
+    return ProcessInfo(
+        name=DASHBOARD,
+        role=DASHBOARD,
+        id=None,
+        host=HOST,
+        port=port,
+        data_dir=str(d / DASHBOARD),
+        log_file=str(d / "logs" / f"{DASHBOARD}.log"),
+        cmd=[*cmd, "--port", str(port)],
+    )
 
 
 def _node_settings(

@@ -20,6 +20,10 @@ STOP_GRACE_S = 30
 # `up --proxy`: the fault proxy's process name (and role), and its link table in its dir.
 FAULT_PROXY = "faultproxy"
 LINKS_FILE = "links.json"
+# `up --dashboard`: the live dashboard's process name (and role); its port is the web port.
+DASHBOARD = "dashboard"
+# Roles that serve the user rather than the cluster: no chaos target, no events of their own.
+TOOL_ROLES = (FAULT_PROXY, DASHBOARD)
 
 
 class ClusterError(RuntimeError):
@@ -29,7 +33,8 @@ class ClusterError(RuntimeError):
 @dataclass
 class ProcessInfo:
     name: str
-    role: str  # "zookeeper" | "broker" | "controller" | "faultproxy" (port: its control port)
+    # "zookeeper" | "broker" | "controller" | "faultproxy" (port: its control port) | "dashboard"
+    role: str
     id: int | None
     host: str
     port: int

@@ -24,6 +24,7 @@ from minibroker.localcluster.processes import (
     process_state,
 )
 from minibroker.localcluster.state import (
+    DASHBOARD,
     FAULT_PROXY,
     HOST,
     LINKS_FILE,
@@ -64,6 +65,7 @@ def up(
     broker_port_base: int | None = None,
     ready_timeout_s: float = 30.0,
     proxy: bool = False,
+    dashboard_port: int | None = None,
 ) -> ClusterState:
     """Start a fresh cluster and wait until it is ready (see module docstring). With `proxy`
     the fault proxy starts right after ZooKeeper and carries every link (see `plan`)."""
@@ -77,6 +79,7 @@ def up(
         zk_port=zk_port,
         broker_port_base=broker_port_base,
         proxy=proxy,
+        dashboard_port=dashboard_port,
     )
     addresses = [p.address for p in state.processes]
     addresses += [LinkSpec.from_json(link).listen_address for link in state.proxy_links]
@@ -105,13 +108,14 @@ def _wait_started(p: ProcessInfo, timeout_s: float) -> None:
     control port listens once every link does)."""
     if p.role == "zookeeper":
         _wait_zookeeper(p, timeout_s)
-    elif p.role == FAULT_PROXY:
+    elif p.role in (FAULT_PROXY, DASHBOARD):
+        what = "the fault proxy" if p.role == FAULT_PROXY else "the dashboard"
         deadline = time.monotonic() + timeout_s
         while not _accepts(p.host, p.port):
             if not is_alive(p):
-                raise ClusterError(f"the fault proxy exited during start-up:\n{log_tail(p)}")
+                raise ClusterError(f"{what} exited during start-up:\n{log_tail(p)}")
             if time.monotonic() > deadline:
-                raise ClusterError(f"the fault proxy not ready within {timeout_s} s")
+                raise ClusterError(f"{what} not ready within {timeout_s} s")
             time.sleep(0.05)
 
 

@@ -1,0 +1,159 @@
+"""The dashboard's HTTP side (aiohttp): the static page, the state as JSON, the changes as
+Server-Sent Events, each partition's LEO/HW history, and the fault buttons' endpoint.
+
+Faults change the cluster, so `POST /api/fault` needs the token the page read from
+`/api/session` (a same-origin read: another site's page can neither read it nor send the
+header without a CORS preflight, which is never granted) and refuses a foreign Origin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from minibroker.dashboard.collector import Collector, sse
+from minibroker.dashboard.faults import ACTIONS, Faults
+from minibroker.runtime.clock import now_ms
+
+STATIC = Path(__file__).with_name("static")
+TOKEN_HEADER = "X-Minibroker-Token"
+HEARTBEAT_S = 15.0
+EVENTS_ON_CONNECT = 500
+
+COLLECTOR: web.AppKey[Collector] = web.AppKey("collector", Collector)
+FAULTS: web.AppKey[Faults] = web.AppKey("faults", Faults)
+TOKEN: web.AppKey[str] = web.AppKey("token", str)
+
+
+def make_app(collector: Collector, faults: Faults) -> web.Application:
+    app = web.Application()
+    app[COLLECTOR] = collector
+    app[FAULTS] = faults
+    app[TOKEN] = secrets.token_urlsafe(24)
+    app.router.add_get("/", index)
+    app.router.add_get("/api/session", session)
+    app.router.add_get("/api/state", state)
+    app.router.add_get("/api/events", events)
+    app.router.add_get("/api/history", history)
+    app.router.add_get("/api/stream", stream)
+    app.router.add_post("/api/fault", fault)
+    app.router.add_static("/static/", STATIC, append_version=True)
+    return app
+
+
+async def index(_request: web.Request) -> web.FileResponse:
+    return web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+
+async def session(request: web.Request) -> web.Response:
+    faults = request.app[FAULTS]
+    return web.json_response(
+        {
+            "token": request.app[TOKEN],
+            "faults": faults.mode,
+            "actions": list(ACTIONS),
+            "zookeeper": request.app[COLLECTOR].zk_connect,
+        }
+    )
+
+
+async def state(request: web.Request) -> web.Response:
+    return web.json_response(request.app[COLLECTOR].state)
+
+
+def _events_of(collector: Collector, key: str | None) -> list[dict[str, Any]]:
+    return [e for e in collector.events if key is None or e.get("tp") == key]
+
+
+async def events(request: web.Request) -> web.Response:
+    """The kept events, oldest first; `?tp=TOPIC-P` only that partition's."""
+    return web.json_response(_events_of(request.app[COLLECTOR], request.query.get("tp")))
+
+
+async def history(request: web.Request) -> web.Response:
+    key = request.query.get("tp", "")
+    samples = request.app[COLLECTOR].history.of(key, now_ms())
+    return web.json_response({"tp": key, "samples": samples})
+
+
+async def stream(request: web.Request) -> web.StreamResponse:
+    """Server-Sent Events: the whole state and the kept events first, then every change."""
+    collector = request.app[COLLECTOR]
+    resp = web.StreamResponse(
+        headers={
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",
+        }
+    )
+    await resp.prepare(request)
+    q = collector.subscribe()
+    try:
+        recent = list(collector.events)[-EVENTS_ON_CONNECT:]
+        await resp.write(sse({"type": "state", "state": collector.state, "events": recent}))
+        while True:
+            try:
+                message = await asyncio.wait_for(q.get(), HEARTBEAT_S)
+            except TimeoutError:
+                await resp.write(b": keepalive\n\n")
+                continue
+            if message is None:
+                break
+            await resp.write(message)
+    except (ConnectionResetError, asyncio.CancelledError):
+        pass
+    finally:
+        collector.unsubscribe(q)
+    with contextlib.suppress(ConnectionResetError):
+        await resp.write_eof()
+    return resp
+
+
+async def fault(request: web.Request) -> web.Response:
+    origin = request.headers.get("Origin")
+    if origin is not None and origin != f"{request.scheme}://{request.host}":
+        return _refused(
+            403, f"faults are accepted only from the dashboard's own page, not {origin}"
+        )
+    if not secrets.compare_digest(request.headers.get(TOKEN_HEADER, ""), request.app[TOKEN]):
+        return _refused(403, "missing or wrong token: reload the dashboard page")
+    try:
+        body = await request.json()
+        action, target = str(body["action"]), str(body.get("target", ""))
+    except (ValueError, KeyError, TypeError):
+        return _refused(400, 'expected JSON {"action": ..., "target": ...}')
+    result = await request.app[FAULTS].run(action, target)
+    return web.json_response(
+        {"ok": result.ok, "message": result.message}, status=200 if result.ok else 409
+    )
+
+
+def _refused(status: int, message: str) -> web.Response:
+    return web.json_response({"ok": False, "message": message}, status=status)
+
+
+async def serve(collector: Collector, faults: Faults, host: str, port: int) -> web.AppRunner:
+    """Start the collector and listen on host:port; the runner to clean up with."""
+    await collector.start()
+    runner = web.AppRunner(make_app(collector, faults), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    return runner
+
+
+async def serve_until_stopped(
+    collector: Collector, faults: Faults, host: str, port: int, stop: asyncio.Event
+) -> None:
+    """Serve until `stop` is set, then close the page streams and the collector."""
+    runner = await serve(collector, faults, host, port)
+    try:
+        await stop.wait()
+    finally:
+        await collector.close()
+        await runner.cleanup()

@@ -1,0 +1,233 @@
+"""The live dashboard in a real browser (headless chromium) against a real process-mode
+cluster: the page matches `topics describe --json`, follows a paused follower out of the ISR
+and back without a reload, kills a leader through its fault button and shows the new leader
+and epoch; the fault endpoint refuses requests without the page's token.
+
+Screenshots of the states go to $MINIBROKER_SCREENSHOTS (docs/ when refreshing them) or to
+the test's tmp dir."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from minibroker.runtime.waiting import wait_until
+from minibroker.runtime.zk_store import ZkStore
+from tests.browser.browser import (
+    Page,
+    browser_or_skip,
+    console_errors,
+    dashboard,
+    get_json,
+    screenshots_dir,
+)
+from tests.integration.conftest import Cluster, running_cluster
+from tests.walkthrough import Load
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+
+TOPIC = "demo"
+LAG_MS = 3000  # the demo profile's replica.lag.time.max.ms
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    d = tmp_path_factory.mktemp("dash") / "cluster"
+    # The demo profile: a 3 s replica lag and a 6 s session, so a paused follower leaves the
+    # ISR by its leader's shrink, before its session expires.
+    with running_cluster(d) as state:
+        zk = ZkStore(state.zk_connect, session_timeout_ms=5000)
+        zk.start()
+        try:
+            c = Cluster(d, state, zk)
+            c.cli("topics", "create", TOPIC, "--partitions", "3", "--replication-factor", "3",
+                  "--config", "min.insync.replicas=2", "--wait")  # fmt: skip
+            subprocess.run(
+                [sys.executable, "-m", "minibroker.cli.main", "produce", TOPIC, "--acks", "all",
+                 "--dir", str(d)],
+                input="".join(f"record {i}\n" for i in range(30)),
+                text=True, check=True, capture_output=True, timeout=60,
+            )  # fmt: skip
+            yield c
+        finally:
+            zk.stop()
+
+
+@pytest.fixture(scope="module")
+def page(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
+    shots = screenshots_dir(tmp_path_factory)
+    driver = browser_or_skip()
+    log = cluster.dir.parent / "dashboard.log"
+    try:
+        with dashboard("--dir", str(cluster.dir), log=log) as url:
+            driver.get(url)
+            yield Page(driver, url, shots)
+    finally:
+        driver.quit()
+
+
+def describe(c: Cluster) -> dict[str, dict[str, Any]]:
+    return {
+        f"{p['topic']}-{p['partition']}": p
+        for p in json.loads(c.cli("topics", "describe", TOPIC, "--json").stdout)
+    }
+
+
+def as_page(p: dict[str, Any]) -> dict[str, Any]:
+    """What the row of describe's partition `p` must say."""
+    return {
+        "leader": str(p["leader"]),
+        "isr": ",".join(str(b) for b in sorted(p["isr"])),
+        "epoch": str(p["leader_epoch"]),
+        "cells": {
+            str(r["broker"]): {"leo": str(r["log_end_offset"]), "hw": str(r["high_watermark"])}
+            for r in p["replicas_state"]
+        },
+    }
+
+
+def test_the_page_loads_clean_and_its_rows_match_topics_describe(
+    cluster: Cluster, page: Page
+) -> None:
+    want = {k: as_page(p) for k, p in describe(cluster).items()}
+    wait_until(lambda: page.rows() == want, timeout_s=15, what=f"rows {page.rows()} == {want}")
+    assert console_errors(page.driver) == []
+    state = get_json(f"{page.url}/api/state")
+    assert {p["key"] for p in state["partitions"]} == set(want)
+    page.shot("cluster")
+
+
+def test_a_paused_follower_leaves_the_isr_and_comes_back_without_a_reload(
+    cluster: Cluster, page: Page
+) -> None:
+    key = f"{TOPIC}-0"
+    leader = int(page.rows()[key]["leader"])
+    follower = next(b for b in (1, 2, 3) if b != leader)
+    without = ",".join(str(b) for b in (1, 2, 3) if b != follower)
+    page.driver.execute_script(
+        "document.querySelector(`#partitions tr[data-key='demo-0']`).click()"
+    )
+    # A leader drops a follower only when it has data the follower lacks (Kafka 2.5+: a replica
+    # at the leader's LEO is in sync however long ago it fetched): records keep coming.
+    load = Load([p.address for p in cluster.state.by_role("broker")])
+    try:
+        wait_until(lambda: len(load.acked) >= 10, timeout_s=30, what="the first acks")
+        cluster.cli("cluster", "pause", f"broker-{follower}")
+        try:
+            wait_until(
+                lambda: page.rows()[key]["isr"] == without and "isr_shrink" in page.event_names(),
+                timeout_s=1.5 * LAG_MS / 1000 + 2,
+                what=f"broker {follower} out of {key}'s ISR and an isr_shrink row",
+            )
+            page.shot("follower-paused")
+        finally:
+            cluster.cli("cluster", "resume", f"broker-{follower}")
+        wait_until(
+            lambda: page.rows()[key]["isr"] == "1,2,3" and "isr_expand" in page.event_names(),
+            timeout_s=30,
+            what=f"broker {follower} back in {key}'s ISR",
+        )
+    finally:
+        load.stop()
+    assert load.acked, "the load got no acknowledgement"
+    assert console_errors(page.driver) == []
+
+
+def test_a_fault_button_kills_the_leader_and_the_page_shows_the_new_one(
+    cluster: Cluster, page: Page
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    key = f"{TOPIC}-1"
+    before = page.rows()[key]
+    leader = before["leader"]
+    d = page.driver
+    d.find_element(
+        By.CSS_SELECTOR, f"button[data-action=kill][data-target=broker-{leader}]"
+    ).click()
+    wait_until(lambda: d.find_element(By.ID, "confirm").is_displayed(), timeout_s=5, what="dialog")
+    d.find_element(By.ID, "confirm-yes").click()
+    wait_until(
+        lambda: (
+            page.rows()[key]["leader"] not in (leader, "-1")
+            and int(page.rows()[key]["epoch"]) > int(before["epoch"])
+            and "leader_elected" in page.event_names()
+        ),
+        timeout_s=20,
+        what=f"a new leader of {key} (was {leader}, epoch {before['epoch']}) and its event",
+    )
+    toast = d.find_element(By.ID, "toast")
+    assert toast.get_attribute("data-ok") == "true" and f"kill: broker-{leader}" in toast.text
+    page.shot("leader-killed")
+    # The same button again: the node is down, so the answer is a message, not a trace.
+    r = post(page, {"action": "kill", "target": f"broker-{leader}"}, token=token(page))
+    assert (
+        r[0] == 409 and "Traceback" not in r[1]["message"] and f"broker-{leader}" in r[1]["message"]
+    )
+    cluster.cli("cluster", "start", f"broker-{leader}")
+    assert console_errors(d) == []
+
+
+def token(page: Page) -> str:
+    return str(get_json(f"{page.url}/api/session")["token"])
+
+
+def post(
+    page: Page, body: dict[str, str], *, token: str = "", origin: str | None = None
+) -> tuple[int, Any]:
+    headers = {"Content-Type": "application/json", "X-Minibroker-Token": token}
+    if origin is not None:
+        headers["Origin"] = origin
+    req = urllib.request.Request(
+        f"{page.url}/api/fault", data=json.dumps(body).encode(), headers=headers, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_the_fault_endpoint_needs_the_pages_token_and_origin(page: Page) -> None:
+    body = {"action": "kill", "target": "broker-1"}
+    assert post(page, body)[0] == 403
+    assert post(page, body, token="guess")[0] == 403
+    assert post(page, body, token=token(page), origin="http://evil.example")[0] == 403
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(f"{page.url}/api/fault", timeout=5)  # GET
+    assert err.value.code == 405
+    status, answer = post(page, {"action": "explode", "target": "broker-1"}, token=token(page))
+    assert status == 409 and "unknown fault" in answer["message"]
+
+
+def test_an_unreachable_zookeeper_is_a_banner_and_the_page_keeps_trying(
+    tmp_path: Path,
+) -> None:
+    from minibroker.localcluster import free_ports
+
+    (port,) = free_ports(1)
+    driver = browser_or_skip()
+    try:
+        with dashboard("--zk", f"127.0.0.1:{port}", log=tmp_path / "dash.log") as url:
+            driver.get(url)
+            wait_until(
+                lambda: (
+                    "is unreachable"
+                    in driver.execute_script(
+                        "return document.getElementById('banners').textContent"
+                    )
+                ),
+                timeout_s=20,
+                what="the ZooKeeper banner",
+            )
+            assert console_errors(driver) == []
+    finally:
+        driver.quit()
