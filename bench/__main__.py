@@ -1,5 +1,5 @@
-"""`python -m bench all|raw|load|nats|failover|scale [options]`: `all` runs every benchmark and
-rewrites BENCHMARKS.md; the others run one benchmark and print its tables."""
+"""`python -m bench all|raw|load|nats|failover|scale|dashboard [options]`: `all` runs every
+benchmark and rewrites BENCHMARKS.md; the others run one benchmark and print its tables."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import sys
 from types import ModuleType
 
-from bench import failover, minibroker_load, nats_peer, raw_grpc, scale, suite
+from bench import dashboard, failover, minibroker_load, nats_peer, raw_grpc, scale, suite
 from bench.common import MissingDependency
 
 COMMANDS: dict[str, ModuleType] = {
@@ -17,6 +17,7 @@ COMMANDS: dict[str, ModuleType] = {
     "nats": nats_peer,
     "failover": failover,
     "scale": scale,
+    "dashboard": dashboard,
 }
 
 

@@ -1,6 +1,6 @@
 """`python -m bench all`: every side-by-side benchmark in one run, the goals judged against that
 run's figures, and BENCHMARKS.md rewritten with the tables, the command, the date and the
-machine. About 15 minutes on 2 cores; `--quick` is a shorter smoke run (fewer seconds per
+machine. About 17 minutes on 2 cores; `--quick` is a shorter smoke run (fewer seconds per
 case, one failover run, 200 partitions) that does not claim the goals' sample sizes.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import failover, minibroker_load, nats_peer, raw_grpc, report, scale
+from bench import dashboard, failover, minibroker_load, nats_peer, raw_grpc, report, scale
 from bench.common import MissingDependency, Result, Section, format_header, format_row, md_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -223,6 +223,7 @@ def judge(mb: list[Result], nats: list[Result], sections: Sequence[Section]) -> 
                     moved <= 2.0,
                 )
             )
+    goals += dashboard_goals(figures)
     if nats:
         ratios = report.nats_ratios(mb, nats)
         goals.append(
@@ -233,6 +234,38 @@ def judge(mb: list[Result], nats: list[Result], sections: Sequence[Section]) -> 
                     [f"{q.label.replace(' acks=all ÷ NATS', ' ÷')}: {q.value:.2f}×" for q in ratios]
                 ),
                 None,
+            )
+        )
+    return goals
+
+
+def dashboard_goals(figures: dict[str, float]) -> list[report.Goal]:
+    goals = []
+    if "dashboard.throughput_ratio" in figures:
+        ratio = figures["dashboard.throughput_ratio"]
+        goals.append(
+            report.Goal(
+                "produce throughput with the dashboard open ÷ without (medians)",
+                "≥ 0.95",
+                f"{ratio:.3f}",
+                ratio >= 0.95,
+            )
+        )
+    for n in sorted({int(k.split(".")[1]) for k in figures if k.startswith("dashboard.") and
+                     k.split(".")[1].isdigit()}):  # fmt: skip
+        cpu = figures[f"dashboard.{n}.idle_cpu_pct"]
+        goals.append(
+            report.Goal(
+                f"{n:,} partitions: the dashboard's CPU, idle", "≤ 5%", f"{cpu:.1f}%", cpu <= 5.0
+            )  # fmt: skip
+        )
+        p99, worst = figures[f"dashboard.{n}.delay_p99_ms"], figures[f"dashboard.{n}.delay_max_ms"]
+        goals.append(
+            report.Goal(
+                f"{n:,} partitions: an ISR change in ZooKeeper → on the page (p99)",
+                "≤ 1 s",
+                f"{p99:.0f} ms (max {worst:.0f} ms)",
+                p99 <= 1000,
             )
         )
     return goals
@@ -262,6 +295,14 @@ def main(args: argparse.Namespace) -> None:
             "scale",
             lambda: scale.measure(
                 partitions=tuple(args.partitions or ((200,) if args.quick else (1000, 10000)))
+            ),
+        ),
+        (
+            "dashboard",
+            lambda: dashboard.measure(
+                seconds=3.0 if args.quick else 10.0,
+                rounds=1 if args.quick else 3,
+                partitions=200 if args.quick else 1000,
             ),
         ),
     ]

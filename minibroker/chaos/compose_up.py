@@ -67,6 +67,7 @@ def busy_ports(client: Any, project: str) -> list[str]:
     """Published ports something else holds on 127.0.0.1, each with who holds it if a container
     does ("19001 (container minibroker_broker-1_1 of project minibroker)")."""
     ports = [t.ZOOKEEPER_PORT, *(p for n in t.nodes() for p in t.published_ports(n))]
+    ports.append(t.DASHBOARD_PORT)
     busy = []
     for port in ports:
         with socket.socket() as s:

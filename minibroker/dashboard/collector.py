@@ -61,21 +61,13 @@ class Collector:
         self._dirty: set[str] | None = set()
 
     async def start(self) -> None:
-        import os
-
         self._tasks = [
             asyncio.ensure_future(self.mirror.run()),
+            asyncio.ensure_future(self._poll_brokers()),
+            asyncio.ensure_future(
+                Follower(self._event_sources, self._on_event, lambda _line: None).run(self._stop)
+            ),
         ]
-        if not os.environ.get("NOPOLL"):
-            self._tasks.append(asyncio.ensure_future(self._poll_brokers()))
-        if not os.environ.get("NOEV"):
-            self._tasks.append(
-                asyncio.ensure_future(
-                    Follower(self._event_sources, self._on_event, lambda _line: None).run(
-                        self._stop
-                    )
-                )
-            )
 
     async def close(self) -> None:
         self._stop.set()

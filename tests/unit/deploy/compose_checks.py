@@ -29,7 +29,7 @@ PROGRAMS = ("broker", "controller", "loadgen")
 SOURCE_PACKAGES = ("minibroker", "broker", "controller", "loadgen")
 # What the official zookeeper image's entrypoint and zkEnv.sh read.
 SPARK_CLASSES = {"org.apache.spark.deploy.master.Master", "org.apache.spark.deploy.worker.Worker"}
-ROLES = {"zookeeper", "broker", "controller", "loadgen", "spark", "tool"}
+ROLES = {"zookeeper", "broker", "controller", "dashboard", "loadgen", "spark", "tool"}
 
 Compose = dict[str, Any]
 Service = dict[str, Any]
@@ -308,6 +308,8 @@ def program_problems(
         env |= environment(s, host_env)
         if program(s) is not None:
             command = [sys.executable, *args[1:], "--check"]
+        elif args[:1] == ["minibroker"]:  # the console script of the package (the dashboard)
+            command = [sys.executable, "-m", "minibroker.cli.main", *args[1:], "--check"]
         elif args[:1] != ["spark-class"] or not spark_class.exists():
             problems.append(f"{name}: runs {args[:1]}, which the image does not have")
             continue
