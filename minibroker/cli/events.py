@@ -226,6 +226,12 @@ async def read_all(where: Where, since_ms: int) -> tuple[list[Event], list[str]]
 # ---- the command -------------------------------------------------------------------------------
 
 
+def _skip_routine(args: argparse.Namespace) -> bool:
+    """The processes need not send what `_wanted` would drop: routine HW moves, unless --all
+    or --event asks for some."""
+    return not (args.all or args.event)
+
+
 def _wanted(args: argparse.Namespace, event: Event) -> bool:
     if args.proc and event.get("proc") not in args.proc:
         return False
@@ -255,6 +261,7 @@ async def _follow(args: argparse.Namespace, where: Where, since_ms: int) -> None
         on_event,
         lambda line: print(f"events: {line}", file=sys.stderr, flush=True),
         since_ms=since_ms,
+        skip_routine=_skip_routine(args),
     )
     await follower.run(stop)
 

@@ -11,17 +11,16 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from minibroker.core.event_kinds import is_routine_event
+
 Event = dict[str, Any]
 _FIXED = ("ts", "level", "proc", "event")
-# Per-request HW moves flood a timeline under load; shown with --all or --event hw_advanced.
-# HW moves caused by an ISR change are part of the story and always shown.
-ROUTINE_HW_CAUSES = frozenset({"append", "follower_fetch", "leader_hw"})
 
 
 def is_routine(event: Event) -> bool:
-    return event.get("event") in ("hw_advanced", "hw_lowered") and (
-        event.get("cause") in ROUTINE_HW_CAUSES
-    )
+    """A per-request HW move: shown with --all or --event hw_advanced (minibroker.core's rule;
+    HW moves caused by an ISR change are part of the story and always shown)."""
+    return is_routine_event(event.get("event"), event.get("cause"))
 
 
 def clock(ts_ms: int) -> str:

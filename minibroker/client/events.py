@@ -46,9 +46,12 @@ def _event(record: Any) -> Event | None:
     return obj
 
 
-async def read_events(source: Source, since_ms: int = 0, timeout_s: float = 5.0) -> list[Event]:
-    """The events `source` keeps, logged at or after `since_ms`, oldest first."""
-    request = events_pb2.StreamEventsRequest(since_ms=since_ms)
+async def read_events(
+    source: Source, since_ms: int = 0, timeout_s: float = 5.0, *, skip_routine: bool = False
+) -> list[Event]:
+    """The events `source` keeps, logged at or after `since_ms`, oldest first (without the
+    routine per-request HW moves with `skip_routine`)."""
+    request = events_pb2.StreamEventsRequest(since_ms=since_ms, skip_routine=skip_routine)
     try:
         async with grpc.aio.insecure_channel(source.address) as channel:
             stub = events_pb2_grpc.EventsStub(channel)
@@ -132,8 +135,12 @@ class Follower:
         since_ms: int = 0,
         hold_ms: int = 300,
         rediscover_s: float = 2.0,
+        skip_routine: bool = False,
     ) -> None:
+        """`skip_routine`: the processes leave out the per-request HW moves (minibroker.core
+        .event_kinds) instead of sending what the caller would drop."""
         self.discover = discover
+        self.skip_routine = skip_routine
         self.on_event = on_event
         self.on_status = on_status
         self.since_ms = since_ms
@@ -182,6 +189,7 @@ class Follower:
                 follow=True,
                 after_boot_id=cursor.boot_id,
                 after_seq=cursor.seq,
+                skip_routine=self.skip_routine,
             )
             try:
                 async with grpc.aio.insecure_channel(source.address) as channel:

@@ -65,7 +65,9 @@ class Collector:
             asyncio.ensure_future(self.mirror.run()),
             asyncio.ensure_future(self._poll_brokers()),
             asyncio.ensure_future(
-                Follower(self._event_sources, self._on_event, lambda _line: None).run(self._stop)
+                Follower(
+                    self._event_sources, self._on_event, lambda _line: None, skip_routine=True
+                ).run(self._stop)
             ),
         ]
 

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bminibroker/rpc/events.proto\x12\rminibroker.v1\"a\n\x13StreamEventsRequest\x12\x10\n\x08since_ms\x18\x01 \x01(\x03\x12\x0e\n\x06\x66ollow\x18\x02 \x01(\x08\x12\x15\n\rafter_boot_id\x18\x03 \x01(\t\x12\x11\n\tafter_seq\x18\x04 \x01(\x03\"H\n\x0b\x45ventRecord\x12\x0f\n\x07\x62oot_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x03\x12\r\n\x05ts_ms\x18\x03 \x01(\x03\x12\x0c\n\x04json\x18\x04 \x01(\t2T\n\x06\x45vents\x12J\n\x06Stream\x12\".minibroker.v1.StreamEventsRequest\x1a\x1a.minibroker.v1.EventRecord0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bminibroker/rpc/events.proto\x12\rminibroker.v1\"w\n\x13StreamEventsRequest\x12\x10\n\x08since_ms\x18\x01 \x01(\x03\x12\x0e\n\x06\x66ollow\x18\x02 \x01(\x08\x12\x15\n\rafter_boot_id\x18\x03 \x01(\t\x12\x11\n\tafter_seq\x18\x04 \x01(\x03\x12\x14\n\x0cskip_routine\x18\x05 \x01(\x08\"H\n\x0b\x45ventRecord\x12\x0f\n\x07\x62oot_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x03\x12\r\n\x05ts_ms\x18\x03 \x01(\x03\x12\x0c\n\x04json\x18\x04 \x01(\t2T\n\x06\x45vents\x12J\n\x06Stream\x12\".minibroker.v1.StreamEventsRequest\x1a\x1a.minibroker.v1.EventRecord0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,9 +32,9 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'minibroker.rpc.events_pb2',
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_STREAMEVENTSREQUEST']._serialized_start=46
-  _globals['_STREAMEVENTSREQUEST']._serialized_end=143
-  _globals['_EVENTRECORD']._serialized_start=145
-  _globals['_EVENTRECORD']._serialized_end=217
-  _globals['_EVENTS']._serialized_start=219
-  _globals['_EVENTS']._serialized_end=303
+  _globals['_STREAMEVENTSREQUEST']._serialized_end=165
+  _globals['_EVENTRECORD']._serialized_start=167
+  _globals['_EVENTRECORD']._serialized_end=239
+  _globals['_EVENTS']._serialized_start=241
+  _globals['_EVENTS']._serialized_end=325
 # @@protoc_insertion_point(module_scope)

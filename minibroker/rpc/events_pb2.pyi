@@ -5,16 +5,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class StreamEventsRequest(_message.Message):
-    __slots__ = ("since_ms", "follow", "after_boot_id", "after_seq")
+    __slots__ = ("since_ms", "follow", "after_boot_id", "after_seq", "skip_routine")
     SINCE_MS_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_FIELD_NUMBER: _ClassVar[int]
     AFTER_BOOT_ID_FIELD_NUMBER: _ClassVar[int]
     AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    SKIP_ROUTINE_FIELD_NUMBER: _ClassVar[int]
     since_ms: int
     follow: bool
     after_boot_id: str
     after_seq: int
-    def __init__(self, since_ms: _Optional[int] = ..., follow: _Optional[bool] = ..., after_boot_id: _Optional[str] = ..., after_seq: _Optional[int] = ...) -> None: ...
+    skip_routine: bool
+    def __init__(self, since_ms: _Optional[int] = ..., follow: _Optional[bool] = ..., after_boot_id: _Optional[str] = ..., after_seq: _Optional[int] = ..., skip_routine: _Optional[bool] = ...) -> None: ...
 
 class EventRecord(_message.Message):
     __slots__ = ("boot_id", "seq", "ts_ms", "json")

@@ -36,11 +36,14 @@ class EventsServicer(events_pb2_grpc.EventsServicer):  # type: ignore[misc]
             )
         buffer = self.buffer
         after = request.after_seq if request.after_boot_id == buffer.boot_id else 0
+        skip = request.skip_routine
         if not request.follow:
-            for e in buffer.snapshot(request.since_ms, after):
+            for e in buffer.snapshot(request.since_ms, after, skip_routine=skip):
                 yield _record(buffer.boot_id, e)
             return
-        backlog, follower = buffer.follow(asyncio.get_running_loop(), request.since_ms, after)
+        backlog, follower = buffer.follow(
+            asyncio.get_running_loop(), request.since_ms, after, skip_routine=skip
+        )
         # Headers now, so a follower knows it is connected before the first event comes.
         await context.send_initial_metadata(())
         try:

@@ -12,6 +12,7 @@ import logging
 import sys
 from typing import Any
 
+from minibroker.core.event_kinds import is_routine_event
 from minibroker.runtime.event_buffer import EventBuffer
 
 _PROC = "minibroker"
@@ -49,7 +50,9 @@ class _BufferHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             line = getattr(record, "minibroker_line", None) or self.format(record)
-            _BUFFER.add(int(record.created * 1000), line)
+            fields = getattr(record, "fields", None)
+            routine = fields is not None and is_routine_event(record.msg, fields.get("cause"))
+            _BUFFER.add(int(record.created * 1000), line, routine=routine)
         except Exception:  # logging must never raise into the caller
             self.handleError(record)
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from minibroker.core.event_kinds import HW_MOVES, is_routine_event
 from minibroker.runtime.clock import now_ms
 
 Event = dict[str, Any]
@@ -32,14 +33,13 @@ ROUTINE_EVENTS = frozenset(
         "hw_checkpoint_written",
     }
 )
-ROUTINE_HW_CAUSES = frozenset({"append", "follower_fetch", "leader_hw"})
 REPEAT_WINDOW_MS = 3000
 
 
 def is_routine(event: Event) -> bool:
     name = event.get("event")
-    if name in ("hw_advanced", "hw_lowered"):
-        return event.get("cause") in ROUTINE_HW_CAUSES
+    if name in HW_MOVES:
+        return is_routine_event(name, event.get("cause"))
     if name == "follower_truncation_checked":
         return event.get("from_offset") == event.get("to_offset")
     return name in ROUTINE_EVENTS

@@ -58,6 +58,56 @@ async def _test_a_follower_too_far_behind_is_cut_off(monkeypatch: pytest.MonkeyP
     assert items[-1] is None and len(items) == 3  # two events, then the end marker
 
 
+async def _test_routine_events_are_left_out_for_who_asks() -> None:
+    buf = EventBuffer()
+    buf.add(1, line(1, "hw_advanced", cause="append"), routine=True)
+    buf.add(2, line(2, "isr_shrink"))
+    assert [e.seq for e in buf.snapshot(skip_routine=True)] == [2]
+    assert [e.seq for e in buf.snapshot()] == [1, 2]
+    backlog, spared = buf.follow(asyncio.get_running_loop(), skip_routine=True)
+    _, everything = buf.follow(asyncio.get_running_loop())
+    assert [e.seq for e in backlog] == [2]
+    buf.add(3, line(3, "hw_advanced", cause="follower_fetch"), routine=True)
+    buf.add(4, line(4, "hw_advanced", cause="isr_shrink"))  # caused by an ISR change: story
+    await asyncio.sleep(0)
+    assert [spared.queue.get_nowait().seq for _ in range(spared.queue.qsize())] == [4]  # type: ignore[union-attr]
+    assert [everything.queue.get_nowait().seq for _ in range(everything.queue.qsize())] == [3, 4]  # type: ignore[union-attr]
+    server, address = await _serve(buf)
+    try:
+        got = await read_events(Source("broker-1", address), skip_routine=True)
+        assert [e["ts"] for e in got] == [2, 4]
+    finally:
+        await server.stop(None)
+
+
+def test_logged_routine_hw_moves_are_marked_in_the_buffer() -> None:
+    import logging
+
+    from minibroker.runtime import logging as mlogging
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    mlogging.setup("broker-9")
+    try:
+        before = mlogging.event_buffer().snapshot()
+        mlogging.event("hw_advanced", tp="t-0", high_watermark=5, cause="append")
+        mlogging.event("hw_advanced", tp="t-0", high_watermark=6, cause="isr_shrink")
+        mlogging.event("isr_shrink", tp="t-0")
+        new = [e for e in mlogging.event_buffer().snapshot() if e not in before]
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    assert [(json.loads(e.json)["event"], e.routine) for e in new] == [
+        ("hw_advanced", True),
+        ("hw_advanced", False),
+        ("isr_shrink", False),
+    ]
+
+
+def test_routine_events_are_left_out_for_who_asks() -> None:
+    asyncio.run(_test_routine_events_are_left_out_for_who_asks())
+
+
 async def _serve(buf: EventBuffer) -> tuple[grpc.aio.Server, str]:
     server = grpc.aio.server()
     events_pb2_grpc.add_EventsServicer_to_server(EventsServicer(buf), server)
