@@ -3,14 +3,15 @@ dashboard costs the cluster, and how fast a change reaches its page.
 
 1. **Produce throughput with the dashboard open and without**: the load benchmark's cluster
    (3 brokers, RF 3, one partition led by each, Kafka's timings) and its Producer case (Kafka's
-   defaults, acks=all, 100 B records) for `seconds` a run; `rounds` pairs of runs, one without
-   and one with a `minibroker dashboard --dir` process and a page open on it, in alternating
-   order so that drift hits both; the medians compared.
-2. **N partitions x RF 3** (demo profile): with a page open on a quiet cluster, the dashboard
-   process's CPU and RSS (and the page's own CPU); then a follower is paused (its leaders drop
-   it from about two thirds of the ISRs) and resumed (it comes back), and for every changed
-   partition the time from its state znode's mtime (ZooKeeper's clock) to the moment the page's
-   row showed the new ISR (the page's clock: the same machine's).
+   defaults, acks=all, 100 B records) for `seconds` a run; `rounds` pairs of runs with a
+   `minibroker dashboard --dir` process and a page open on it, once running and once frozen
+   (SIGSTOP), in ABBA order; the medians compared.
+2. **N partitions x RF 3** (demo profile, a long session): with a page open on a quiet cluster,
+   the dashboard process's CPU and RSS (and the page's own CPU); then, twice, a follower is
+   paused while a record goes to some of the partitions it follows (30, then all of them: a
+   burst), so that their leaders drop it, and resumed, so that they take it back; for every
+   changed partition the time from its state znode's mtime (ZooKeeper's clock) to the moment
+   the page's row showed the new ISR (the page's clock: the same machine's).
 
 The page is headless Debian chromium when installed, else a Server-Sent Events reader.
 """
@@ -19,8 +20,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
 import random
 import shutil
+import signal
 import statistics
 import tempfile
 import time
@@ -42,12 +46,15 @@ from bench.scale_probes import (
     serving_count,
 )
 from minibroker import localcluster
-from minibroker.client import admin_zk
+from minibroker.client import Producer, admin_zk
 from minibroker.core.types import LeaderAndIsr
 from minibroker.runtime.waiting import wait_until
 from minibroker.runtime.zk_store import Stat, ZkStore
 
 SETTLE_S = 5.0
+CATCH_UP_S = 1.0
+LONG_SESSION_MS = 30_000
+FEW_WRITTEN = 30  # partitions written while the follower is paused, in the "few" round
 IDLE_WINDOW_S = 15.0
 RECORD_BYTES = 100
 
@@ -59,33 +66,51 @@ def _producer_rate(cluster: Cluster, seconds: float) -> float:
     return asyncio.run(client_built(cluster, -1, RECORD_BYTES, seconds)).records_per_s
 
 
+def _signal_all(pids: list[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
 def throughput(seconds: float, rounds: int, logs: Path) -> tuple[list[float], list[float], str]:
-    """Records/s of each run without and with the dashboard open, and what the page was."""
+    """Records/s of each run without and with the dashboard open, and what the page was.
+
+    The dashboard and its page run all along; for a run "without" they are frozen (SIGSTOP:
+    no CPU, no requests) and thawed after. Starting them for every run would put their start-up
+    next to the run; far apart in time, the load's own drift (±15% from run to run on this
+    machine) would swamp the difference. Runs alternate, in ABBA order."""
     without: list[float] = []
     with_page: list[float] = []
-    kind = ""
     with running_cluster(partitions=3) as cluster:
         _producer_rate(cluster, 1.0)  # warm-up: connections, first segment pages
+        with dashboard_process(cluster.state.dir, logs / "dashboard-load.log") as (proc, url):
+            page = open_page(url)
+            try:
+                wait_until(lambda: page.rows() == 3, timeout_s=30, what="the page's rows")
+                frozen = [proc.pid, *page.pids()]
+                time.sleep(SETTLE_S)
 
-        def opened() -> None:
-            nonlocal kind
-            with dashboard_process(cluster.state.dir, logs / "dashboard-load.log") as (_p, url):
-                page = open_page(url)
-                kind = page.kind
-                try:
-                    wait_until(lambda: page.rows() == 3, timeout_s=30, what="the page's rows")
+                def run_without() -> None:
+                    _signal_all(frozen, signal.SIGSTOP)
+                    try:
+                        without.append(_producer_rate(cluster, seconds))
+                    finally:
+                        _signal_all(frozen, signal.SIGCONT)
+
+                def run_with() -> None:
                     with_page.append(_producer_rate(cluster, seconds))
-                finally:
-                    page.close()
 
-        for i in range(rounds):
-            runs: list[Callable[[], None]] = [
-                lambda: without.append(_producer_rate(cluster, seconds)),
-                opened,
-            ]
-            for run in runs if i % 2 == 0 else reversed(runs):
-                run()
-            print(f"  round {i + 1}: without {without[-1]:,.0f}, with {with_page[-1]:,.0f} rec/s")
+                for i in range(rounds):
+                    pair = [run_without, run_with] if i % 4 in (0, 3) else [run_with, run_without]
+                    for run in pair:
+                        # A thawed dashboard first catches up with what it missed: not in a run.
+                        time.sleep(CATCH_UP_S)
+                        run()
+                    print(f"  round {i + 1}: without {without[-1]:,.0f}, "
+                          f"with {with_page[-1]:,.0f} rec/s", flush=True)  # fmt: skip
+            finally:
+                page.close()
+            kind = page.kind
     return without, with_page, kind
 
 
@@ -124,20 +149,17 @@ States = dict[int, tuple[LeaderAndIsr, Stat]]
 
 
 def _change_delays_ms(
-    page: Page,
-    zk: ZkStore,
-    before: States,
-    isr_of: Callable[[tuple[int, ...]], bool],
+    page: Page, zk: ZkStore, before: States, ok: Callable[[int, LeaderAndIsr], bool]
 ) -> tuple[list[float], States]:
-    """Once every partition's ISR in ZooKeeper satisfies `isr_of` and the page showed each
+    """Once every partition's state in ZooKeeper satisfies `ok` and the page showed each ISR
     change: the delay of each partition whose ISR changed (page time - state znode mtime), and
     the states now."""
 
     def settled() -> States | None:
         states = read_states(zk, before)
-        return states if all(isr_of(tuple(s.isr)) for s, _stat in states.values()) else None
+        return states if all(ok(p, s) for p, (s, _stat) in states.items()) else None
 
-    after = wait_until(settled, timeout_s=60, what="the ISR change in ZooKeeper", interval_s=0.2)
+    after = wait_until(settled, timeout_s=60, what="the ISR change in ZooKeeper", interval_s=0.5)
     want = {
         f"{TOPIC}-{p}": (_isr_text(tuple(s.isr)), stat.mtime_ms)
         for p, (s, stat) in after.items()
@@ -157,7 +179,13 @@ def _change_delays_ms(
 def many_partitions(partitions: int, logs: Path) -> dict[str, float | str]:
     allow_open_files(partitions)
     cluster_dir = Path(tempfile.mkdtemp(prefix=f"bench-dashboard-{partitions}-", dir="/tmp"))
-    state = localcluster.up(cluster_dir / "cluster", profile="demo")
+    # A session long enough that the paused follower stays registered: the ISR changes are the
+    # leaders' own writes, not a failover.
+    state = localcluster.up(
+        cluster_dir / "cluster",
+        profile="demo",
+        overrides=[f"zookeeper.session.timeout.ms={LONG_SESSION_MS}"],
+    )
     out: dict[str, float | str] = {}
     try:
         with localcluster.zk_session(state.zk_connect, timeout_ms=30_000) as zk:
@@ -179,7 +207,9 @@ def many_partitions(partitions: int, logs: Path) -> dict[str, float | str]:
                     if page_pids:
                         out["page_cpu_pct"] = _cpu_pct(page_pids, IDLE_WINDOW_S)
                     out["rss_mb"] = rss_mb(proc.pid)
-                    out.update(_pause_and_resume(state, zk, page, partitions))
+                    for name, count in (("few", FEW_WRITTEN), ("burst", None)):
+                        delays = _pause_and_resume(state, zk, page, partitions, count)
+                        out.update(_delay_figures(name, delays))
                 finally:
                     page.close()
     finally:
@@ -188,34 +218,60 @@ def many_partitions(partitions: int, logs: Path) -> dict[str, float | str]:
     return out
 
 
+def _produce_one_each(state: localcluster.ClusterState, skip: int, partitions: list[int]) -> None:
+    async def send() -> None:
+        live = [b.address for b in state.by_role("broker") if b.id != skip]
+        async with Producer(live, acks=1, linger_ms=5) as producer:
+            for p in partitions:
+                await producer.send(TOPIC, b"x", partition=p)
+            await producer.flush()
+
+    asyncio.run(send())
+
+
 def _pause_and_resume(
-    state: localcluster.ClusterState, zk: ZkStore, page: Page, partitions: int
-) -> dict[str, float | str]:
+    state: localcluster.ClusterState,
+    zk: ZkStore,
+    page: Page,
+    partitions: int,
+    written: int | None,
+) -> list[float]:
+    """Pause the last broker, write a record to `written` of the partitions it follows (all of
+    them: None), so that their leaders drop it (Kafka 2.5+ drops only a follower that lacks
+    data); resume it, and they take it back. The delays of both kinds of change."""
     follower = state.by_role("broker")[-1]
     fid = follower.id
+    assert fid is not None
     before = read_states(zk, range(partitions))
+    followed = [p for p, (s, _stat) in before.items() if s.leader != fid]
+    chosen = set(followed[:written] if written is not None else followed)
     page.seen()  # from here on
     localcluster.send(state, follower.name, "pause")
     try:
-        shrink, shrunk = _change_delays_ms(page, zk, before, lambda isr: fid not in isr)
+        _produce_one_each(state, fid, sorted(chosen))
+        shrink, shrunk = _change_delays_ms(
+            page, zk, before, lambda p, s: p not in chosen or fid not in s.isr
+        )
     finally:
         localcluster.send(state, follower.name, "resume")
-    expand, _ = _change_delays_ms(page, zk, shrunk, lambda isr: len(isr) == REPLICATION_FACTOR)
-    delays = sorted(shrink + expand)
+    expand, _ = _change_delays_ms(page, zk, shrunk, lambda _p, s: len(s.isr) == REPLICATION_FACTOR)
+    return shrink + expand
+
+
+def _delay_figures(name: str, delays: list[float]) -> dict[str, float | str]:
+    delays = sorted(delays)
     return {
-        "changes": float(len(delays)),
-        "shrinks": float(len(shrink)),
-        "expands": float(len(expand)),
-        "delay_median_ms": statistics.median(delays),
-        "delay_p99_ms": delays[min(len(delays) - 1, int(len(delays) * 0.99))],
-        "delay_max_ms": delays[-1],
+        f"{name}.changes": float(len(delays)),
+        f"{name}.delay_median_ms": statistics.median(delays),
+        f"{name}.delay_p99_ms": delays[min(len(delays) - 1, int(len(delays) * 0.99))],
+        f"{name}.delay_max_ms": delays[-1],
     }
 
 
 # ---- the report ----------------------------------------------------------------------------------
 
 
-def measure(seconds: float = 10.0, rounds: int = 3, partitions: int = 1000) -> list[Section]:
+def measure(seconds: float = 5.0, rounds: int = 12, partitions: int = 1000) -> list[Section]:
     with tempfile.TemporaryDirectory(prefix="bench-dashboard-logs-") as tmp:
         logs = Path(tmp)
         without, with_page, kind = throughput(seconds, rounds, logs)
@@ -232,17 +288,13 @@ def measure(seconds: float = 10.0, rounds: int = 3, partitions: int = 1000) -> l
         ],
     )
     page_cpu = many.get("page_cpu_pct")
-    scale = md_table(
+    cost = md_table(
         [
             "partitions",
-            "rows on the page",
-            "dashboard CPU idle",
+            "all rows on the page",
+            "dashboard CPU, idle",
             "dashboard RSS",
-            "page CPU idle",
-            "ISR changes timed",
-            "znode → page median",
-            "p99",
-            "max",
+            "the page's CPU, idle",
         ],  # fmt: skip
         [
             (
@@ -251,10 +303,22 @@ def measure(seconds: float = 10.0, rounds: int = 3, partitions: int = 1000) -> l
                 f"{float(many['idle_cpu_pct']):.1f}%",
                 f"{float(many['rss_mb']):.0f} MB",
                 "-" if page_cpu is None else f"{float(page_cpu):.1f}%",
-                f"{float(many['shrinks']):.0f} shrinks + {float(many['expands']):.0f} expands",
-                f"{float(many['delay_median_ms']):.0f} ms",
-                f"{float(many['delay_p99_ms']):.0f} ms",
-                f"{float(many['delay_max_ms']):.0f} ms",
+            )
+        ],
+    )
+    delays = md_table(
+        ["ISR changes (shrinks and expands)", "count", "znode → page median", "p99", "max"],
+        [
+            (
+                what,
+                f"{float(many[f'{name}.changes']):.0f}",
+                f"{float(many[f'{name}.delay_median_ms']):.0f} ms",
+                f"{float(many[f'{name}.delay_p99_ms']):.0f} ms",
+                f"{float(many[f'{name}.delay_max_ms']):.0f} ms",
+            )
+            for name, what in (
+                ("few", f"{FEW_WRITTEN} partitions written while a follower is paused"),
+                ("burst", "every partition it follows written (a burst)"),
             )
         ],
     )
@@ -262,24 +326,29 @@ def measure(seconds: float = 10.0, rounds: int = 3, partitions: int = 1000) -> l
         f"Producer (Kafka's defaults), acks=all, {RECORD_BYTES} B records, {seconds:g} s a run, "
         f"3 brokers RF 3; the page: {kind}. With ÷ without (medians): **{ratio:.3f}**.\n\n"
         f"{runs}\n\n"
-        f"A quiet cluster of {partitions:,} partitions (demo profile) with the page open "
-        f"({many['page']}); then a follower paused and resumed: for each partition whose ISR "
-        f"changed, ZooKeeper's mtime of its state znode → the page's row showing the new "
-        f"ISR.\n\n{scale}"
+        f"A quiet cluster of {partitions:,} partitions (demo profile, a {LONG_SESSION_MS // 1000} "
+        f"s session) with a page open ({many['page']}):\n\n{cost}\n\n"
+        "Then a follower paused while records go to some of the partitions it follows (their "
+        "leaders drop it), and resumed (they take it back); each delay is from ZooKeeper's mtime "
+        "of the partition's state znode to the moment the page's row showed the new ISR. All "
+        "processes share the machine's 2 cores: in the burst the brokers, ZooKeeper, the "
+        f"dashboard and the browser compete for them.\n\n{delays}"
     )
     figures = {
         "dashboard.throughput_ratio": ratio,
         f"dashboard.{partitions}.idle_cpu_pct": float(many["idle_cpu_pct"]),
-        f"dashboard.{partitions}.delay_p99_ms": float(many["delay_p99_ms"]),
-        f"dashboard.{partitions}.delay_max_ms": float(many["delay_max_ms"]),
+        f"dashboard.{partitions}.delay_p99_ms": float(many["few.delay_p99_ms"]),
+        f"dashboard.{partitions}.delay_max_ms": float(many["few.delay_max_ms"]),
+        f"dashboard.{partitions}.burst_delay_p99_ms": float(many["burst.delay_p99_ms"]),
+        f"dashboard.{partitions}.burst_changes": float(many["burst.changes"]),
     }
     return [Section(title="The live dashboard: its cost and its delay", markdown=markdown,
                     figures=figures)]  # fmt: skip
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seconds", type=float, default=10.0, help="each load run (10)")
-    parser.add_argument("--rounds", type=int, default=3, help="pairs of load runs (3)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="each load run (5)")
+    parser.add_argument("--rounds", type=int, default=12, help="pairs of load runs (12)")
     parser.add_argument("--partitions", type=int, default=1000, help="the big cluster (1000)")
 
 

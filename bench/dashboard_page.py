@@ -116,7 +116,7 @@ class StreamReader:
         self._thread.start()
 
     def _read(self) -> None:
-        with contextlib.suppress(OSError, ValueError, http.client.HTTPException):
+        with contextlib.suppress(OSError, ValueError, AttributeError, http.client.HTTPException):
             for line in self.resp:
                 if not line.startswith(b"data: "):
                     continue

@@ -260,11 +260,13 @@ def dashboard_goals(figures: dict[str, float]) -> list[report.Goal]:
             )  # fmt: skip
         )
         p99, worst = figures[f"dashboard.{n}.delay_p99_ms"], figures[f"dashboard.{n}.delay_max_ms"]
+        burst = figures[f"dashboard.{n}.burst_delay_p99_ms"]
+        changes = figures[f"dashboard.{n}.burst_changes"]
         goals.append(
             report.Goal(
                 f"{n:,} partitions: an ISR change in ZooKeeper → on the page (p99)",
                 "≤ 1 s",
-                f"{p99:.0f} ms (max {worst:.0f} ms)",
+                f"{p99:.0f} ms (max {worst:.0f} ms); in a burst of {changes:.0f}: {burst:.0f} ms",
                 p99 <= 1000,
             )
         )
@@ -300,8 +302,8 @@ def main(args: argparse.Namespace) -> None:
         (
             "dashboard",
             lambda: dashboard.measure(
-                seconds=3.0 if args.quick else 10.0,
-                rounds=1 if args.quick else 3,
+                seconds=3.0 if args.quick else 5.0,
+                rounds=2 if args.quick else 12,
                 partitions=200 if args.quick else 1000,
             ),
         ),
