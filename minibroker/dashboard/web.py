@@ -28,10 +28,32 @@ EVENTS_ON_CONNECT = 500
 COLLECTOR: web.AppKey[Collector] = web.AppKey("collector", Collector)
 FAULTS: web.AppKey[Faults] = web.AppKey("faults", Faults)
 TOKEN: web.AppKey[str] = web.AppKey("token", str)
+HOSTS: web.AppKey[frozenset[str] | None] = web.AppKey("hosts", object)  # type: ignore[arg-type]
 
 
-def make_app(collector: Collector, faults: Faults) -> web.Application:
+def allowed_hosts(listen_host: str) -> frozenset[str] | None:
+    """The names a request's Host may give (any port) when listening on `listen_host`: the
+    loopback names and the address itself; None (any) when listening on every address. A page
+    of another site whose name was made to resolve to 127.0.0.1 (DNS rebinding) is then not
+    the dashboard's own origin, and gets neither the token nor a fault."""
+    if listen_host in ("", "0.0.0.0", "::"):
+        return None
+    return frozenset({"127.0.0.1", "localhost", "[::1]", listen_host})
+
+
+def _host_allowed(request: web.Request) -> bool:
+    allowed = request.app[HOSTS]
+    if allowed is None:
+        return True
+    host = request.host.rsplit(":", 1)[0] if not request.host.endswith("]") else request.host
+    return host in allowed
+
+
+def make_app(
+    collector: Collector, faults: Faults, hosts: frozenset[str] | None = None
+) -> web.Application:
     app = web.Application()
+    app[HOSTS] = hosts
     app[COLLECTOR] = collector
     app[FAULTS] = faults
     app[TOKEN] = secrets.token_urlsafe(24)
@@ -51,6 +73,8 @@ async def index(_request: web.Request) -> web.FileResponse:
 
 
 async def session(request: web.Request) -> web.Response:
+    if not _host_allowed(request):
+        return _refused(403, f"not the dashboard's own address: {request.host}")
     faults = request.app[FAULTS]
     return web.json_response(
         {
@@ -115,6 +139,8 @@ async def stream(request: web.Request) -> web.StreamResponse:
 
 
 async def fault(request: web.Request) -> web.Response:
+    if not _host_allowed(request):
+        return _refused(403, f"not the dashboard's own address: {request.host}")
     origin = request.headers.get("Origin")
     if origin is not None and origin != f"{request.scheme}://{request.host}":
         return _refused(
@@ -140,7 +166,7 @@ def _refused(status: int, message: str) -> web.Response:
 async def serve(collector: Collector, faults: Faults, host: str, port: int) -> web.AppRunner:
     """Start the collector and listen on host:port; the runner to clean up with."""
     await collector.start()
-    runner = web.AppRunner(make_app(collector, faults), access_log=None)
+    runner = web.AppRunner(make_app(collector, faults, allowed_hosts(host)), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

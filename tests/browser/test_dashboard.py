@@ -181,11 +181,18 @@ def token(page: Page) -> str:
 
 
 def post(
-    page: Page, body: dict[str, str], *, token: str = "", origin: str | None = None
+    page: Page,
+    body: dict[str, str],
+    *,
+    token: str = "",
+    origin: str | None = None,
+    host: str | None = None,
 ) -> tuple[int, Any]:
     headers = {"Content-Type": "application/json", "X-Minibroker-Token": token}
     if origin is not None:
         headers["Origin"] = origin
+    if host is not None:
+        headers["Host"] = host
     req = urllib.request.Request(
         f"{page.url}/api/fault", data=json.dumps(body).encode(), headers=headers, method="POST"
     )
@@ -201,6 +208,14 @@ def test_the_fault_endpoint_needs_the_pages_token_and_origin(page: Page) -> None
     assert post(page, body)[0] == 403
     assert post(page, body, token="guess")[0] == 403
     assert post(page, body, token=token(page), origin="http://evil.example")[0] == 403
+    # DNS rebinding: another site's name resolved to 127.0.0.1 gets neither token nor fault.
+    port = page.url.rsplit(":", 1)[1]
+    rebound = f"evil.example:{port}"
+    assert post(page, body, token=token(page), origin=f"http://{rebound}", host=rebound)[0] == 403
+    request = urllib.request.Request(f"{page.url}/api/session", headers={"Host": rebound})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=5)
+    assert refused.value.code == 403
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(f"{page.url}/api/fault", timeout=5)  # GET
     assert err.value.code == 405
