@@ -12,34 +12,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
-from bench.common import free_ports, spawn, stop
+from minibroker.dashboard import probe
 from minibroker.runtime.waiting import wait_until
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-
-# Installed in the page: every row whose ISR changed (or that the table gained) is noted with
-# its ISR and the time, in window.__seen, read and emptied by `seen()`.
-OBSERVER_JS = """
-window.__seen = [];
-new MutationObserver((mutations) => {
-  const t = Date.now();
-  for (const m of mutations) {
-    const rows = m.type === 'attributes' ? [m.target] : [...m.addedNodes];
-    for (const n of rows)
-      if (n.dataset && n.dataset.key) window.__seen.push([n.dataset.key, n.dataset.isr, t]);
-  }
-}).observe(document.querySelector('#partitions tbody'),
-           {childList: true, subtree: true, attributes: true, attributeFilter: ['data-isr']});
-"""
 
 
 class Page(Protocol):
@@ -60,23 +39,14 @@ class BrowserPage:
     kind = "headless chromium"
 
     def __init__(self, url: str) -> None:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-
-        options = webdriver.ChromeOptions()
-        options.binary_location = CHROMIUM
-        for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                    "--window-size=1600,1000", "--disable-background-networking"):  # fmt: skip
-            options.add_argument(arg)
-        self.service = Service(CHROMEDRIVER)
-        self.driver = webdriver.Chrome(service=self.service, options=options)
+        self.driver = probe.headless_chromium()
         self.driver.get(url)
         wait_until(
             lambda: self.driver.execute_script("return !!document.querySelector('#partitions')"),
             timeout_s=30,
             what="the page",
         )
-        self.driver.execute_script(OBSERVER_JS)
+        self.driver.execute_script(probe.ISR_WATCH_JS)
 
     def rows(self) -> int:
         n: int = self.driver.execute_script(
@@ -85,14 +55,11 @@ class BrowserPage:
         return n
 
     def seen(self) -> list[tuple[str, str, int]]:
-        got: list[list[Any]] = self.driver.execute_script(
-            "const s = window.__seen; window.__seen = []; return s;"
-        )
-        return [(str(k), str(isr), int(t)) for k, isr, t in got]
+        return probe.seen(self.driver)
 
     def pids(self) -> list[int]:
         """chromedriver and every process under it (the browser, its renderer, its helpers)."""
-        root = self.service.process.pid
+        root = self.driver.service.process.pid
         return [root, *descendants(root)]
 
     def close(self) -> None:
@@ -151,7 +118,7 @@ class StreamReader:
 
 
 def open_page(url: str) -> Page:
-    have_browser = shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)
+    have_browser = shutil.which(probe.CHROMIUM) and shutil.which(probe.CHROMEDRIVER)
     try:
         if have_browser:
             return BrowserPage(url)
@@ -176,27 +143,8 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-@contextlib.contextmanager
-def dashboard_process(cluster_dir: str, log: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+def dashboard_process(
+    cluster_dir: str, log: Path
+) -> contextlib.AbstractContextManager[tuple[subprocess.Popen[bytes], str]]:
     """`minibroker dashboard --dir CLUSTER_DIR` on a free port, once it answers."""
-    (port,) = free_ports(1)
-    with log.open("wb") as out:
-        proc = spawn(
-            [sys.executable, "-m", "minibroker.cli.main", "dashboard", "--dir", cluster_dir,
-             "--port", str(port)],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-
-        def answers() -> bool:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the dashboard exited: {log.read_text()[-2000:]}")
-            with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/api/session") as r:
-                return bool(r.status == 200)
-            return False
-
-        wait_until(answers, timeout_s=30, what="the dashboard")
-        yield proc, url
-    finally:
-        stop(proc)
+    return probe.running_dashboard("--dir", cluster_dir, log=log)

@@ -7,9 +7,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,69 +14,28 @@ from typing import Any
 
 import pytest
 
-from minibroker.localcluster import free_ports
-from minibroker.runtime.waiting import wait_until
-
-CHROMEDRIVER = "/usr/bin/chromedriver"
-CHROMIUM = "/usr/bin/chromium"
+from minibroker.dashboard import probe
 
 
 def browser_or_skip() -> Any:
     """A headless chromium; without one the tests skip, unless CI=true (then they fail)."""
-    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
+    missing = [p for p in (probe.CHROMIUM, probe.CHROMEDRIVER) if not shutil.which(p)]
     if missing:
         reason = f"{', '.join(missing)} not installed (apt-get install chromium chromium-driver)"
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(f"CI=true and {reason}")
         pytest.skip(reason)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1600,1000", "--disable-background-networking"):  # fmt: skip
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    return probe.headless_chromium()
 
 
-def console_errors(driver: Any) -> list[str]:
-    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+console_errors = probe.console_errors
 
 
 @contextlib.contextmanager
 def dashboard(*args: str, log: Path) -> Iterator[str]:
     """`minibroker dashboard ARGS` on a free port; its base URL once it answers."""
-    (port,) = free_ports(1)
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "minibroker.cli.main", "dashboard", *args, "--port", str(port)],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-
-        def answers() -> bool:
-            if proc.poll() is not None:
-                raise AssertionError(f"the dashboard exited: {log.read_text()}")
-            with (
-                contextlib.suppress(OSError),
-                urllib.request.urlopen(f"{url}/api/session", timeout=2) as r,
-            ):
-                return bool(r.status == 200)
-            return False
-
-        wait_until(answers, timeout_s=20, what="the dashboard to answer")
+    with probe.running_dashboard(*args, log=log) as (_proc, url):
         yield url
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 def get_json(url: str) -> Any:
@@ -121,12 +77,11 @@ class Page:
 
     def watch_isrs(self) -> None:
         """From now on, note every partition row's ISR changes (see `seen`)."""
-        self.driver.execute_script(OBSERVER_JS)
+        self.driver.execute_script(probe.ISR_WATCH_JS)
 
     def seen(self) -> list[tuple[str, str, int]]:
         """(partition key, ISR "1,2,3", page ms) of each row change since the last call."""
-        got = self.driver.execute_script("const s = window.__seen; window.__seen = []; return s;")
-        return [(str(k), str(isr), int(t)) for k, isr, t in got]
+        return probe.seen(self.driver)
 
 
 def screenshots_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -134,19 +89,3 @@ def screenshots_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shots = Path(os.environ.get("MINIBROKER_SCREENSHOTS") or tmp_path_factory.mktemp("shots"))
     shots.mkdir(parents=True, exist_ok=True)
     return shots
-
-
-# Installed in a page: every partition row whose ISR changed (or that the table gained) is
-# noted with its ISR and the time (the page's clock), read and emptied by Page.seen().
-OBSERVER_JS = """
-window.__seen = [];
-new MutationObserver((mutations) => {
-  const t = Date.now();
-  for (const m of mutations) {
-    const rows = m.type === 'attributes' ? [m.target] : [...m.addedNodes];
-    for (const n of rows)
-      if (n.dataset && n.dataset.key) window.__seen.push([n.dataset.key, n.dataset.isr, t]);
-  }
-}).observe(document.querySelector('#partitions tbody'),
-           {childList: true, subtree: true, attributes: true, attributeFilter: ['data-isr']});
-"""
