@@ -178,6 +178,12 @@ def container_of(client: Any, service: str) -> Any:
     return c
 
 
+def health(client: Any, service: str) -> str:
+    """The Docker health status of `service`'s container (its state if it has no check)."""
+    state = container_of(client, service).attrs["State"]
+    return str(state["Health"]["Status"] if "Health" in state else state["Status"])
+
+
 def committed_batches(client: Any, broker: int, topic: str, partition: int, hw: int) -> list[bytes]:
     """The batches of broker `broker`'s log of topic-partition below the HW, read from its
     container's volume (docker cp): what every replica must hold byte for byte."""
