@@ -2,7 +2,8 @@
 
 An operation waits for a condition on some partitions, or for its timeout. Whoever changes a
 partition (an append, an HW move, a leadership change) calls `check(tp)`; every operation
-watching it re-tests its condition and completes if it holds. All on the loop thread.
+watching it re-tests its condition for that partition (Kafka's purgatory is keyed the same way)
+and completes if it holds. All on the loop thread.
 """
 
 from __future__ import annotations
@@ -19,14 +20,15 @@ R = TypeVar("R")
 
 class DelayedOperation(Generic[R]):
     """Subclasses define `try_complete` (return a result to finish now, or None to keep
-    waiting) and `on_expiration` (the result when time runs out)."""
+    waiting; `changed` is the partition that changed, None for the first try, which looks at
+    all of them) and `on_expiration` (the result when time runs out)."""
 
     def __init__(self, timeout_ms: int) -> None:
         loop = asyncio.get_running_loop()
         self.future: asyncio.Future[R] = loop.create_future()
         self._timer = loop.call_later(max(timeout_ms, 0) / 1000, self._expire)
 
-    def try_complete(self) -> R | None:
+    def try_complete(self, changed: TopicPartition | None) -> R | None:
         raise NotImplementedError
 
     def on_expiration(self) -> R:
@@ -36,10 +38,10 @@ class DelayedOperation(Generic[R]):
     def done(self) -> bool:
         return self.future.done()
 
-    def maybe_complete(self) -> bool:
+    def maybe_complete(self, changed: TopicPartition | None = None) -> bool:
         if self.done:
             return True
-        result = self.try_complete()
+        result = self.try_complete(changed)
         if result is None:
             return False
         self._finish(result)
@@ -80,7 +82,7 @@ class Purgatory(Generic[R]):
         """Re-test the operations watching `key`; returns how many completed."""
         completed = 0
         for op in list(self._watchers.get(key, ())):
-            if op.maybe_complete():
+            if op.maybe_complete(key):
                 completed += 1
         return completed
 

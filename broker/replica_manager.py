@@ -14,11 +14,11 @@ import logging
 import shutil
 from pathlib import Path
 
+from broker import fetch_reads
 from broker.delayed import DelayedFetch, DelayedProduce
 from broker.fetcher_manager import FetcherManager
 from broker.isr_tasks import IsrTasks
 from broker.log.layout import partition_dir
-from broker.log.log import OffsetOutOfRange
 from broker.metadata_cache import LiveBroker, MetadataCache, PartitionMetadata
 from broker.metrics import BrokerMetrics
 from broker.partition_opener import PartitionOpener, load_checkpointed_high_watermarks
@@ -179,7 +179,7 @@ class ReplicaManager:
     ) -> dict[TopicPartition, FetchPartitionResult]:
         fetch_time = self.now_ms()
         leader_leos: dict[TopicPartition, int] = {}
-        results = self._read_all(params, leader_leos)
+        results = fetch_reads.read_all(self.partitions, params, leader_leos)
         if params.is_follower:
             # Read first, then update: the response carries the HW from before (pitfall 4).
             for req in params.partitions:
@@ -189,51 +189,17 @@ class ReplicaManager:
         failed = any(r.error is not ErrorCode.NONE for r in results.values())
         if params.max_wait_ms <= 0 or failed or available >= params.min_bytes:
             return results
-        op = DelayedFetch(params.max_wait_ms, params.min_bytes, lambda: self._read_all(params, {}))
-        return await self.fetch_purgatory.wait(op, [r.tp for r in params.partitions])
-
-    def _read_all(
-        self, params: FetchParams, leader_leos: dict[TopicPartition, int]
-    ) -> dict[TopicPartition, FetchPartitionResult]:
-        budget = params.max_bytes
-        results: dict[TopicPartition, FetchPartitionResult] = {}
-        any_data = False
-        for req in params.partitions:
-            result = self._read_partition(
-                req, params.is_follower, budget, not any_data, leader_leos
-            )
-            results[req.tp] = result
-            budget -= len(result.records)
-            any_data = any_data or bool(result.records)
-        return results
-
-    def _read_partition(
-        self,
-        req: FetchPartitionRequest,
-        is_follower: bool,
-        budget: int,
-        first_with_data: bool,
-        leader_leos: dict[TopicPartition, int],
-    ) -> FetchPartitionResult:
-        hosted = self.partitions.get(req.tp)
-        if hosted is None:
-            return FetchPartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        p, log = hosted.partition, hosted.log
-        error = p.check_current_leader_epoch(req.current_leader_epoch)
-        if error is ErrorCode.NONE and not p.is_leader:
-            error = ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if error is not ErrorCode.NONE:
-            return FetchPartitionResult(error)
-        hw, start = p.high_watermark, log.log_start_offset
-        leader_leos[req.tp] = log.log_end_offset
-        max_bytes = min(req.max_bytes, budget)
-        if max_bytes <= 0 and not first_with_data:
-            return FetchPartitionResult(ErrorCode.NONE, hw, start)
-        try:
-            data = log.read(req.fetch_offset, max(max_bytes, 1), None if is_follower else hw)
-        except OffsetOutOfRange:
-            return FetchPartitionResult(ErrorCode.OFFSET_OUT_OF_RANGE, hw, start)
-        return FetchPartitionResult(ErrorCode.NONE, hw, start, data)
+        requests = {r.tp: r for r in params.partitions}
+        op = DelayedFetch(
+            params.max_wait_ms,
+            params.min_bytes,
+            lambda tp, n: fetch_reads.readable_bytes(
+                self.partitions, requests[tp], params.is_follower, n
+            ),
+            lambda: fetch_reads.read_all(self.partitions, params, {}),
+            requests,
+        )
+        return await self.fetch_purgatory.wait(op, requests)
 
     def _update_follower(
         self, follower: int, req: FetchPartitionRequest, fetch_time: int, leader_leo: int
@@ -379,7 +345,8 @@ class ReplicaManager:
                 errors[item.tp] = ErrorCode.FENCED_LEADER_EPOCH
                 continue
             self.fetchers.remove_partitions([item.tp])
-            self.partitions.pop(item.tp, None)
+            if (stopped := self.partitions.pop(item.tp, None)) is not None:
+                stopped.log.close()  # its file descriptors go back to the pool
             self.on_partition_changed(item.tp)
             if item.delete:
                 await asyncio.to_thread(

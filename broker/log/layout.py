@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from broker.log.file_pool import FilePool
 from broker.log.log import Log
 from broker.log.store import FileSegmentStore
 from minibroker.core.types import TopicPartition
@@ -22,6 +23,9 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
     return TopicPartition(topic, int(partition))
 
 
-def open_log(log_dir: Path, tp: TopicPartition, **options: int) -> Log:
-    """Open (and recover) the partition's log on disk, creating its directory if needed."""
-    return Log(FileSegmentStore(partition_dir(log_dir, tp)), **options)
+def open_log(
+    log_dir: Path, tp: TopicPartition, pool: FilePool | None = None, **options: int
+) -> Log:
+    """Open (and recover) the partition's log on disk, creating its directory if needed; its
+    files' descriptors come from `pool` (the broker's), or a small pool of its own."""
+    return Log(FileSegmentStore(partition_dir(log_dir, tp), pool), **options)

@@ -295,6 +295,10 @@ class Log:
         self._segments = [self._create_segment(offset)]
         self.epoch_cache.clear()
 
+    def close(self) -> None:
+        """Give back the descriptors of the log's files (the log is no longer hosted here)."""
+        self._store.close()
+
     def flush(self) -> None:
         """Make every appended byte durable: the active segment, and any segment rolled or
         truncated since the last flush, with their indexes."""

@@ -8,8 +8,14 @@ from __future__ import annotations
 
 import builtins
 import os
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Protocol
+
+from broker.log.file_pool import Borrowed, FilePool
+
+# The pool of a store made without one (tests, tools): a few descriptors of its own.
+PRIVATE_POOL_CAPACITY = 8
 
 
 class SegmentStore(Protocol):
@@ -47,6 +53,10 @@ class SegmentStore(Protocol):
         """Make the appended bytes of `name` durable (fsync)."""
         ...
 
+    def close(self) -> None:
+        """Give back any open descriptors (the store may be used again: they reopen)."""
+        ...
+
 
 def write_file_atomically(path: Path, data: bytes) -> None:
     """Kafka's checkpoint write (reference §3.5): `<file>.tmp`, flush + fsync, atomic rename,
@@ -69,94 +79,83 @@ def _fsync_directory(directory: Path) -> None:
 
 
 class FileSegmentStore:
-    """Real files. One O_APPEND descriptor per file serves appends (always at the end, so it
-    stays correct after a truncate) and positioned reads (pread)."""
+    """Real files. Descriptors (O_APPEND: appends always go to the end, so they stay correct
+    after a truncate; reads are positioned, pread) come from a FilePool shared by the broker's
+    partitions, which keeps at most its capacity open."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, pool: FilePool | None = None) -> None:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
-        self._fds: dict[str, int] = {}
+        self._pool = pool if pool is not None else FilePool(PRIVATE_POOL_CAPACITY)
         # Files created since the directory was last fsynced: a new file's directory entry is
         # not durable until then, so the first flush of such a file also syncs the directory.
         self._new_names: set[str] = set()
 
-    def _path(self, name: str) -> Path:
-        return self.directory / name
+    def _path(self, name: str) -> str:
+        return str(self.directory / name)
 
-    def _fd(self, name: str, *, create: bool) -> int | None:
-        fd = self._fds.get(name)
-        if fd is not None:
-            return fd
-        path = self._path(name)
-        if not create and not path.exists():
-            return None
-        if not path.exists():
-            self._new_names.add(name)
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        self._fds[name] = fd
-        return fd
-
-    def _forget(self, name: str) -> None:
-        fd = self._fds.pop(name, None)
-        if fd is not None:
-            os.close(fd)
+    def _borrow(self, name: str, *, create: bool) -> AbstractContextManager[Borrowed | None]:
+        return self._pool.borrow(self._path(name), create=create)
 
     def list(self) -> builtins.list[str]:
         return sorted(p.name for p in self.directory.iterdir() if p.is_file())
 
     def size(self, name: str) -> int:
-        fd = self._fds.get(name)
-        if fd is not None:
-            return os.fstat(fd).st_size
         try:
-            return self._path(name).stat().st_size
+            return os.stat(self._path(name)).st_size
         except FileNotFoundError:
             return 0
 
     def read(self, name: str, position: int, size: int) -> bytes:
-        fd = self._fd(name, create=False)
-        if fd is None or size <= 0:
+        if size <= 0:
             return b""
-        return os.pread(fd, size, position)
+        with self._borrow(name, create=False) as f:
+            return b"" if f is None else os.pread(f.fd, size, position)
 
     def append(self, name: str, data: bytes) -> None:
-        fd = self._fd(name, create=True)
-        assert fd is not None
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        with self._borrow(name, create=True) as f:
+            assert f is not None
+            if f.created:
+                self._new_names.add(name)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(f.fd, view) :]
 
     def truncate(self, name: str, size: int) -> None:
-        fd = self._fd(name, create=False)
-        if fd is None:
-            raise FileNotFoundError(self._path(name))
-        if size > os.fstat(fd).st_size:
-            raise ValueError(f"truncate would grow {name} to {size} bytes")
-        os.ftruncate(fd, size)
+        with self._borrow(name, create=False) as f:
+            if f is None:
+                raise FileNotFoundError(self._path(name))
+            if size > os.fstat(f.fd).st_size:
+                raise ValueError(f"truncate would grow {name} to {size} bytes")
+            os.ftruncate(f.fd, size)
 
     def write_atomic(self, name: str, data: bytes) -> None:
-        # The cached descriptor would still point at the replaced inode.
-        self._forget(name)
-        write_file_atomically(self._path(name), data)
+        # A pooled descriptor would still point at the replaced inode.
+        self._pool.forget(self._path(name))
+        write_file_atomically(Path(self._path(name)), data)
         self._new_names.discard(name)
 
     def delete(self, name: str) -> None:
-        self._forget(name)
+        self._pool.forget(self._path(name))
         self._new_names.discard(name)
-        self._path(name).unlink(missing_ok=True)
+        Path(self._path(name)).unlink(missing_ok=True)
 
     def flush(self, name: str) -> None:
-        fd = self._fd(name, create=False)
-        if fd is None:
-            return
-        os.fsync(fd)
+        with self._borrow(name, create=False) as f:
+            if f is None:
+                return
+            os.fsync(f.fd)
         if name in self._new_names:
             _fsync_directory(self.directory)
             self._new_names.clear()
 
     def close(self) -> None:
-        for name in builtins.list(self._fds):
-            self._forget(name)
+        try:
+            names = self.list()
+        except FileNotFoundError:
+            return
+        for name in names:
+            self._pool.forget(self._path(name))
 
 
 class MemorySegmentStore:
@@ -205,6 +204,9 @@ class MemorySegmentStore:
         f = self._files.get(name)
         if f is not None:
             self._durable[name] = len(f)
+
+    def close(self) -> None:
+        pass
 
     # ---- test helpers ----
 

@@ -32,6 +32,9 @@ class Property:
     doc: str
 
 
+# A log's append touches its active segment and index: a few more for recovery threads.
+MIN_OPEN_FILES = 4
+
 _P = Property
 PROPERTIES: tuple[Property, ...] = (
     _P("broker.id", int, -1, "this broker's id (brokers only)"),
@@ -88,6 +91,12 @@ PROPERTIES: tuple[Property, ...] = (
         int,
         60000,
         "propagate at least this often",
+    ),
+    _P(
+        "minibroker.log.max.open.files",
+        int,
+        1000,
+        "segment and index files a broker keeps open, least recently used closed first",
     ),
     _P("minibroker.controller.id", int, -1, "this controller's id (controllers only)"),
     _P(
@@ -260,6 +269,8 @@ class Settings:
             raise ConfigError("replica.fetch.wait.max.ms must be <= replica.lag.time.max.ms")
         if self.get_int("zookeeper.session.timeout.ms") <= 0:
             raise ConfigError("zookeeper.session.timeout.ms must be positive")
+        if self.get_int("minibroker.log.max.open.files") < MIN_OPEN_FILES:
+            raise ConfigError(f"minibroker.log.max.open.files must be >= {MIN_OPEN_FILES}")
         try:
             PlantedBug.parse(self.get_str("minibroker.test.planted.bug"))
         except ValueError as exc:

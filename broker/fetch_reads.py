@@ -1,0 +1,76 @@
+"""What a Fetch reads from the leader's logs (reference §2.11, §3.7): every requested partition
+within the response's byte budget, and, for a waiting fetch, how much one partition has readable.
+Consumers read only below the HW; followers up to the LEO."""
+
+from __future__ import annotations
+
+from broker.log.log import OffsetOutOfRange
+from broker.partition_table import PartitionTable
+from broker.types import FetchParams, FetchPartitionRequest, FetchPartitionResult
+from minibroker.core.errors import ErrorCode
+from minibroker.core.types import TopicPartition
+
+
+def read_all(
+    partitions: PartitionTable, params: FetchParams, leader_leos: dict[TopicPartition, int]
+) -> dict[TopicPartition, FetchPartitionResult]:
+    """Every requested partition, in request order, sharing `params.max_bytes` (the first
+    partition with data gets at least one whole batch, KIP-74). Fills `leader_leos` with the
+    leader's LEO of each partition read without error."""
+    budget = params.max_bytes
+    results: dict[TopicPartition, FetchPartitionResult] = {}
+    any_data = False
+    for req in params.partitions:
+        result = read_partition(partitions, req, params.is_follower, budget, not any_data)
+        if result.error is ErrorCode.NONE:
+            leader_leos[req.tp] = partitions[req.tp].log.log_end_offset
+        results[req.tp] = result
+        budget -= len(result.records)
+        any_data = any_data or bool(result.records)
+    return results
+
+
+def read_partition(
+    partitions: PartitionTable,
+    req: FetchPartitionRequest,
+    is_follower: bool,
+    budget: int,
+    first_with_data: bool,
+) -> FetchPartitionResult:
+    hosted = partitions.get(req.tp)
+    if hosted is None:
+        return FetchPartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    p, log = hosted.partition, hosted.log
+    error = p.check_current_leader_epoch(req.current_leader_epoch)
+    if error is ErrorCode.NONE and not p.is_leader:
+        error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if error is not ErrorCode.NONE:
+        return FetchPartitionResult(error)
+    hw, start = p.high_watermark, log.log_start_offset
+    max_bytes = min(req.max_bytes, budget)
+    if max_bytes <= 0 and not first_with_data:
+        return FetchPartitionResult(ErrorCode.NONE, hw, start)
+    try:
+        data = log.read(req.fetch_offset, max(max_bytes, 1), None if is_follower else hw)
+    except OffsetOutOfRange:
+        return FetchPartitionResult(ErrorCode.OFFSET_OUT_OF_RANGE, hw, start)
+    return FetchPartitionResult(ErrorCode.NONE, hw, start, data)
+
+
+def readable_bytes(
+    partitions: PartitionTable, req: FetchPartitionRequest, is_follower: bool, up_to: int
+) -> int | None:
+    """Bytes a waiting fetch could read from `req`'s partition now, counted up to about
+    `up_to` (at least one whole batch when there is one); None if reading it would fail, which
+    ends the wait. Nothing is read while the partition has nothing new (the idle case)."""
+    hosted = partitions.get(req.tp)
+    if hosted is None:
+        return None
+    p, log = hosted.partition, hosted.log
+    limit = log.log_end_offset if is_follower else p.high_watermark
+    if req.fetch_offset == limit and p.is_leader:
+        if p.check_current_leader_epoch(req.current_leader_epoch) is not ErrorCode.NONE:
+            return None
+        return 0
+    result = read_partition(partitions, req, is_follower, min(up_to, req.max_bytes), True)
+    return None if result.error is not ErrorCode.NONE else len(result.records)
