@@ -40,6 +40,11 @@ from minibroker.runtime.clock import monotonic_ms, now_ms
 # slow acks=all write comes back as the broker's REQUEST_TIMED_OUT rather than a dropped call.
 _DEADLINE_MARGIN_MS = 1000
 
+# Retriable answers after which the partition's leader is looked up again before a retry: an
+# old leader cut off from its followers times out acks=all writes without ever learning that
+# it lost the leadership, so retrying where it is would retry there until delivery_timeout_ms.
+_STALE_LEADER_HINTS = frozenset({ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION})
+
 Acks = Literal[-1, 0, 1, "all"]
 Handle = asyncio.Future["RecordMetadata"]
 Batch = ProducerBatch[Handle]
@@ -321,7 +326,11 @@ class Producer:
         try:
             resp = await self._channels.call(node.address, "Produce", request, deadline_ms)
         except RpcFailure as exc:
+            # The broker may be gone: forget it as these partitions' leader until metadata
+            # says again where they are (Kafka's NetworkClient refreshes on a disconnect).
             self._metadata.mark_failed(node.address)
+            for b in batches:
+                self._metadata.request_update(b.tp)
             code = ErrorCode.NETWORK_EXCEPTION if exc.retriable else ErrorCode.UNKNOWN_SERVER_ERROR
             results = {b.tp: PartitionResult(code, -1, -1, str(exc)) for b in batches}
         else:
@@ -344,7 +353,7 @@ class Producer:
         if outcome is Outcome.DONE:
             self._complete(batch, result)
             return
-        if outcome is Outcome.REFRESH_AND_RETRY:
+        if outcome is Outcome.REFRESH_AND_RETRY or result.error in _STALE_LEADER_HINTS:
             self._metadata.request_update(batch.tp)
         now = monotonic_ms()
         retriable = outcome is not Outcome.FAIL and batch.attempts <= self._retries

@@ -37,6 +37,9 @@ class FakeCluster(ChannelPool):
         super().__init__()
         self.addresses = {i: f"broker{i}:{9090 + i}" for i in range(1, brokers + 1)}
         self.down: set[int] = set()
+        # Brokers that answer every Produce with REQUEST_TIMED_OUT: an old leader cut off from
+        # its followers, its HW stuck, that has not yet heard it lost leadership.
+        self.timing_out: set[int] = set()
         self.partitions: dict[TopicPartition, FakePartition] = {}
         # Error codes to answer instead of serving, per (method, partition), first in first out.
         self.errors: dict[tuple[str, TopicPartition], list[ErrorCode]] = defaultdict(list)
@@ -113,6 +116,8 @@ class FakeCluster(ChannelPool):
         injected = self._injected(method, tp)
         if injected is not None:
             return injected
+        if method == "Produce" and broker in self.timing_out:
+            return ErrorCode.REQUEST_TIMED_OUT
         part = self.partitions.get(tp)
         if part is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

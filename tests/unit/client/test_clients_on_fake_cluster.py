@@ -141,6 +141,41 @@ def test_producer_retries_through_an_outage_of_the_leader() -> None:
     ) in cluster.calls
 
 
+def test_producer_asks_for_metadata_after_a_timeout_and_finds_the_new_leader() -> None:
+    cluster = FakeCluster()
+    cluster.create_topic("t", 1)
+
+    async def main() -> list[RecordMetadata]:
+        async with producer(cluster, metadata_max_age_ms=600_000) as p:
+            first = await send_all(p, [b"a"])
+            # Broker 1 was cut off and lost the leadership, but answers REQUEST_TIMED_OUT, never
+            # NOT_LEADER: only fresh metadata leads the producer to broker 2.
+            cluster.timing_out.add(1)
+            cluster.move_leader(TP0, 2)
+            return first + await send_all(p, [b"b"])
+
+    assert [m.offset for m in run(main())] == [0, 1]
+    produces = [a for a, m in cluster.calls if m == "Produce"]
+    assert produces.count(cluster.addresses[1]) == 2  # the first record, and one timeout
+    assert produces[-1] == cluster.addresses[2]
+
+
+def test_producer_stops_sending_to_a_broker_it_cannot_reach_until_metadata_says_where() -> None:
+    cluster = FakeCluster()
+    cluster.create_topic("t", 1)
+
+    async def main() -> list[RecordMetadata]:
+        async with producer(cluster, retry_backoff_ms=1) as p:
+            await p.partitions_for("t")
+            cluster.down.add(1)
+            cluster.move_leader(TP0, 3)
+            return await send_all(p, [b"a"])
+
+    assert run(main())[0].offset == 0
+    produces = [a for a, m in cluster.calls if m == "Produce"]
+    assert produces == [cluster.addresses[1], cluster.addresses[3]]
+
+
 @pytest.mark.parametrize(
     "codes",
     [
