@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 
 from broker.purgatory import DelayedOperation
 from broker.replication.partition import Partition
@@ -63,9 +63,11 @@ class DelayedFetch(DelayedOperation[dict[TopicPartition, FetchPartitionResult]])
     """Waits until `min_bytes` are readable or a partition errors, then reads every partition
     with the current HW (the follower's fetch state is not updated again, reference §3.7).
 
-    Like Kafka's DelayedFetch it keeps what each partition had readable and, when one partition
-    changes, looks at that one only: a follower's fetch of 10,000 partitions is not re-read
-    whole on every append to one of them."""
+    It starts from what the fetch's own read found, and, like Kafka's DelayedFetch, keeps what
+    each partition has readable: when one partition changes it looks at that one only, so a
+    follower's fetch of 10,000 partitions is not re-read whole on every append to one of them.
+    (It is created and watched in the same step of the loop as that read: nothing can change
+    in between.)"""
 
     def __init__(
         self,
@@ -73,25 +75,25 @@ class DelayedFetch(DelayedOperation[dict[TopicPartition, FetchPartitionResult]])
         min_bytes: int,
         readable: Callable[[TopicPartition, int], int | None],
         read: Callable[[], dict[TopicPartition, FetchPartitionResult]],
-        partitions: Iterable[TopicPartition],
+        available: Mapping[TopicPartition, int],
     ) -> None:
         super().__init__(timeout_ms)
         self._min_bytes = min_bytes
         self._readable = readable  # bytes readable now (up to a limit); None: an error
         self._read = read
-        self._partitions = list(partitions)
-        self._available: dict[TopicPartition, int] = {}
-        self._total = 0
+        # What the fetch's own read found (it was not enough): partitions with bytes only.
+        self._available = {tp: n for tp, n in available.items() if n}
+        self._total = sum(self._available.values())
 
     def try_complete(
         self, changed: TopicPartition | None
     ) -> dict[TopicPartition, FetchPartitionResult] | None:
-        for tp in self._partitions if changed is None else [changed]:
-            got = self._readable(tp, self._min_bytes)
+        if changed is not None:
+            got = self._readable(changed, self._min_bytes)
             if got is None:
                 return self._read()
-            self._total += got - self._available.get(tp, 0)
-            self._available[tp] = got
+            self._total += got - self._available.get(changed, 0)
+            self._available[changed] = got
         return self._read() if self._total >= self._min_bytes else None
 
     def on_expiration(self) -> dict[TopicPartition, FetchPartitionResult]:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import grpc
 
+from broker.fetch_request import follower_fetch_request
+from broker.fetch_session_builder import FetchSessionBuilder, PartitionFetchState
 from broker.partition_table import FetcherServices, HostedPartition, PartitionTable
 from broker.replication.truncation import (
     decide_from_epoch_answer,
@@ -50,6 +52,12 @@ RETRY_LATER = frozenset(
 )
 
 
+# The leader lost or refused this follower's fetch session: the next request is a full one.
+SESSION_ERRORS = frozenset(
+    {ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH}
+)
+
+
 def backoff_ms_for(error: ErrorCode | None, configured_ms: int) -> int:
     """How long a partition waits before it is fetched again after `error` (None: the whole
     request failed): replica.fetch.backoff.ms, shorter only for UNKNOWN_LEADER_EPOCH."""
@@ -79,6 +87,7 @@ class FollowerFetcher:
         self.leader_id = leader_id
         self.address = address
         self.states: dict[TopicPartition, FetchState] = {}
+        self.session = FetchSessionBuilder()
         self._wakeup = asyncio.Event()
         s = services.settings
         self.wait_ms = s.get_int("replica.fetch.wait.max.ms")
@@ -251,39 +260,42 @@ class FollowerFetcher:
     # ---- fetching (reference §3.8) --------------------------------------------------------
 
     async def _fetch(self, states: dict[TopicPartition, FetchState]) -> None:
-        request = broker_pb2.FetchRequest(
+        # What each partition is fetched at, by topic and partition number: the answers are
+        # matched without building a TopicPartition per answer.
+        asked: dict[str, dict[int, tuple[TopicPartition, FetchState, int]]] = {}
+        wanted: dict[TopicPartition, PartitionFetchState] = {}
+        for tp, st in states.items():
+            hosted = self.partitions.get(tp)
+            if hosted is None:
+                continue
+            wanted[tp] = (st.fetch_offset, hosted.log.log_start_offset, st.leader_epoch)
+            asked.setdefault(tp.topic, {})[tp.partition] = (tp, st, st.fetch_offset)
+        # An incremental session (KIP-227): only partitions whose state changed are named.
+        plan = self.session.plan(wanted)
+        request = follower_fetch_request(
+            plan,
             replica_id=self.services.broker_id,
             max_wait_ms=self.wait_ms,
             min_bytes=self.min_bytes,
             max_bytes=self.response_max_bytes,
+            partition_max_bytes=self.partition_max_bytes,
         )
-        # What each partition was asked at, by topic and partition number: the answers are
-        # matched without building a TopicPartition per answer (an idle follower of
-        # thousands of partitions gets thousands of empty answers a second).
-        sent: dict[str, dict[int, tuple[TopicPartition, FetchState, int]]] = {}
-        by_topic: dict[str, list[tuple[TopicPartition, FetchState]]] = {}
-        for tp, st in states.items():
-            by_topic.setdefault(tp.topic, []).append((tp, st))
-        for topic in sorted(by_topic):
-            t = request.topics.add(topic=topic)
-            asked = sent[topic] = {}
-            for tp, st in by_topic[topic]:
-                hosted = self.partitions.get(tp)
-                if hosted is None:
-                    continue
-                t.partitions.add(
-                    partition=tp.partition,
-                    current_leader_epoch=st.leader_epoch,
-                    fetch_offset=st.fetch_offset,
-                    log_start_offset=hosted.log.log_start_offset,
-                    partition_max_bytes=self.partition_max_bytes,
-                )
-                asked[tp.partition] = (tp, st, st.fetch_offset)
-        response = await self._stub.Fetch(request, timeout=self.timeout_s)
+        try:
+            response = await self._stub.Fetch(request, timeout=self.timeout_s)
+        except BaseException:
+            self.session.on_failure()
+            raise
+        error = error_from_wire(response.error_code)
+        if not self.session.on_response(error, response.session_id):
+            slog.event("follower_fetch_session_reset", leader=self.leader_id, error=error.name)
+            if error not in SESSION_ERRORS:  # the leader failed the whole request: back off
+                for tp in list(self.states):
+                    self._delay(tp, error.name)
+            return
         for t in response.responses:
-            asked = sent.get(t.topic, {})
+            in_topic = asked.get(t.topic, {})
             for r in t.partitions:
-                entry = asked.get(r.partition_index)
+                entry = in_topic.get(r.partition_index)
                 if entry is not None:
                     await self._on_partition_data(*entry, r)
 

@@ -17,6 +17,7 @@ class FetcherManager:
         self.services = services
         self.fetchers: dict[int, FollowerFetcher] = {}
         self._stopping: set[asyncio.Future[None]] = set()
+        self._full_fetches_retired = 0
 
     def add_partition(
         self, leader_id: int, address: str, tp: TopicPartition, offset: int, epoch: int
@@ -38,7 +39,14 @@ class FetcherManager:
             if not fetcher.states:
                 self._stop_later(self.fetchers.pop(leader_id))
 
+    def full_fetches(self) -> int:
+        """Requests naming every partition, since start (sessions opened or lost)."""
+        return self._full_fetches_retired + sum(
+            f.session.full_fetches for f in self.fetchers.values()
+        )
+
     def _stop_later(self, fetcher: FollowerFetcher) -> None:
+        self._full_fetches_retired += fetcher.session.full_fetches
         task = asyncio.ensure_future(fetcher.stop())
         self._stopping.add(task)
         task.add_done_callback(self._stopping.discard)

@@ -52,6 +52,24 @@ class BrokerMetrics:
             registry=r,
         )
 
+        # Incremental fetch sessions (KIP-227): the leader's cache, and this broker's
+        # followers' full requests (one per session opened; more means sessions were lost).
+        self.fetch_sessions = Gauge(
+            "kafka_server_fetchsessioncache_numincrementalfetchsessions",
+            "fetch sessions this leader keeps",
+            registry=r,
+        )
+        self.fetch_session_partitions = Gauge(
+            "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+            "partitions held in this leader's fetch sessions",
+            registry=r,
+        )
+        self.follower_full_fetches = Gauge(
+            "minibroker_follower_full_fetch_requests",
+            "Fetch requests this broker's followers sent naming every partition",
+            registry=r,
+        )
+
     def serve(self, port: int, host: str = "127.0.0.1") -> int:
         """Expose /metrics on host:port (0 = any free port); returns the port."""
         server, _thread = start_http_server(port, addr=host, registry=self.registry)

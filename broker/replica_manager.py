@@ -16,6 +16,7 @@ from pathlib import Path
 
 from broker import fetch_reads
 from broker.delayed import DelayedFetch, DelayedProduce
+from broker.fetch_session_cache import FetchSessionCache
 from broker.fetcher_manager import FetcherManager
 from broker.isr_tasks import IsrTasks
 from broker.log.layout import partition_dir
@@ -77,6 +78,9 @@ class ReplicaManager:
         self.broker_epoch = -1
         self.produce_purgatory: Purgatory[dict[TopicPartition, ProduceResult]] = Purgatory()
         self.fetch_purgatory: Purgatory[dict[TopicPartition, FetchPartitionResult]] = Purgatory()
+        self.fetch_sessions = FetchSessionCache(
+            settings.get_int("max.incremental.fetch.session.cache.slots")
+        )
         # TEST ONLY: a known-wrong rule for the checkers to catch (minibroker.core.planted_bugs).
         self.planted_bug = settings.planted_bug
         if self.planted_bug.enabled:
@@ -92,6 +96,9 @@ class ReplicaManager:
         self.checkpointed_hw = load_checkpointed_high_watermarks(log_dir)
         services = FetcherServices(broker_id, settings, self.planted_bug, self.now_ms)
         self.fetchers = FetcherManager(self.partitions, services)
+        metrics.fetch_sessions.set_function(lambda: len(self.fetch_sessions))
+        metrics.fetch_session_partitions.set_function(self.fetch_sessions.partitions_cached)
+        metrics.follower_full_fetches.set_function(self.fetchers.full_fetches)
         self.opener = PartitionOpener(
             settings=settings,
             broker_id=broker_id,
@@ -185,9 +192,9 @@ class ReplicaManager:
             for req in params.partitions:
                 if results[req.tp].error is ErrorCode.NONE:
                     self._update_follower(params.replica_id, req, fetch_time, leader_leos[req.tp])
-        available = sum(len(r.records) for r in results.values())
-        failed = any(r.error is not ErrorCode.NONE for r in results.values())
-        if params.max_wait_ms <= 0 or failed or available >= params.min_bytes:
+        available = {tp: len(r.records) for tp, r in results.items() if r.records}
+        failed = len(leader_leos) < len(results)  # a partition answered with an error
+        if params.max_wait_ms <= 0 or failed or sum(available.values()) >= params.min_bytes:
             return results
         requests = {r.tp: r for r in params.partitions}
         op = DelayedFetch(
@@ -197,7 +204,7 @@ class ReplicaManager:
                 self.partitions, requests[tp], params.is_follower, n
             ),
             lambda: fetch_reads.read_all(self.partitions, params, {}),
-            requests,
+            available,
         )
         return await self.fetch_purgatory.wait(op, requests)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.fetch_session_cache import FINAL_EPOCH
 from broker.partition_table import HostedPartition
 from broker.replica_manager import ReplicaManager
 from broker.request_handling import guarded, opt_field
@@ -80,25 +81,40 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
                         log_start_offset=opt_field(p, "log_start_offset", -1),
                     )
                 )
+        replica_id = opt_field(request, "replica_id", CONSUMER_REPLICA_ID)
+        # Incremental fetch sessions (KIP-227); a request without an epoch has none.
+        context = self.rm.fetch_sessions.context(
+            session_id=int(request.session_id),
+            epoch=opt_field(request, "session_epoch", FINAL_EPOCH),
+            replica_id=replica_id,
+            partitions=parts,
+            forgotten=[
+                TopicPartition(f.topic, p)
+                for f in request.forgotten_topics_data
+                for p in f.partitions
+            ],
+            now_ms=self.rm.now_ms(),
+        )
+        if isinstance(context, ErrorCode):
+            return broker_pb2.FetchResponse(error_code=error_to_wire(context))
         params = FetchParams(
-            replica_id=opt_field(request, "replica_id", CONSUMER_REPLICA_ID),
+            replica_id=replica_id,
             max_wait_ms=max(0, min(int(request.max_wait_ms), MAX_WAIT_MS)),
             min_bytes=max(0, int(request.min_bytes)),
             max_bytes=min(
                 int(request.max_bytes) if request.max_bytes > 0 else 1 << 30, self.fetch_max_bytes
             ),
-            partitions=tuple(parts),
+            partitions=context.requests,
         )
         results = await self.rm.fetch_messages(params)
-        response = broker_pb2.FetchResponse()
+        response = broker_pb2.FetchResponse(session_id=context.session_id)
         by_topic: dict[str, Any] = {}
-        for req in params.partitions:
-            r = results[req.tp]
-            topic = by_topic.get(req.tp.topic)
+        for tp, r in context.response_partitions(results):
+            topic = by_topic.get(tp.topic)
             if topic is None:
-                topic = by_topic[req.tp.topic] = response.responses.add(topic=req.tp.topic)
+                topic = by_topic[tp.topic] = response.responses.add(topic=tp.topic)
             topic.partitions.add(
-                partition_index=req.tp.partition,
+                partition_index=tp.partition,
                 error_code=error_to_wire(r.error),
                 high_watermark=r.high_watermark,
                 last_stable_offset=r.high_watermark,

@@ -65,6 +65,12 @@ PROPERTIES: tuple[Property, ...] = (
     _P("replica.fetch.response.max.bytes", int, 10485760, ""),
     _P("replica.fetch.backoff.ms", int, 1000, "follower backoff after a fetch error"),
     _P("replica.socket.timeout.ms", int, 30000, ""),
+    _P(
+        "max.incremental.fetch.session.cache.slots",
+        int,
+        1000,
+        "fetch sessions a leader keeps (KIP-227); 0 = every fetch names every partition",
+    ),
     _P("num.replica.fetchers", int, 1, ""),
     _P("replica.high.watermark.checkpoint.interval.ms", int, 5000, ""),
     _P("min.insync.replicas", int, 1, "topic-overridable; counts the leader"),

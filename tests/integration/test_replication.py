@@ -136,6 +136,33 @@ def events_of(c: Cluster, name: str, event: str) -> list[dict[str, Any]]:
     return [e for e in c.log_events(name) if e["event"] == event]
 
 
+def test_followers_replicate_through_one_incremental_fetch_session_each(
+    rc: tuple[Cluster, FakeController],
+) -> None:
+    """KIP-227: each follower opens one session on the leader with a full request, then names
+    only partitions whose fetch offset moved; no session is lost along the way."""
+    c, _ctl = rc
+    leader = addr(c, 1)
+    produce_committed(leader, b"warm-up")
+    sessions = "kafka_server_fetchsessioncache_numincrementalfetchsessions"
+    cached = "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached"
+    wait_until(lambda: metric(c, 1, sessions) == 2 and metric(c, 1, cached) == 2,
+               timeout_s=20, what="a fetch session per follower on the leader")  # fmt: skip
+    full = "minibroker_follower_full_fetch_requests"
+    before = {b: metric(c, b, full) for b in (2, 3)}
+    assert all(n >= 1 for n in before.values()), before
+    for i in range(20):
+        out = produce(leader, TP, batch(b"s%d" % i), acks=-1)
+        assert out.error is ErrorCode.NONE, out
+    wait_until(
+        lambda: segment(c, 1) == segment(c, 2) == segment(c, 3),
+        timeout_s=20,
+        what="identical logs",
+    )
+    assert {b: metric(c, b, full) for b in (2, 3)} == before  # every fetch was incremental
+    assert metric(c, 1, sessions) == 2
+
+
 def test_a_stalled_follower_leaves_the_isr_and_rejoins_with_notifications_and_metrics(
     rc_long_session: tuple[Cluster, FakeController],
 ) -> None:
