@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from broker.purgatory import DelayedOperation
 from broker.replication.partition import Partition
@@ -74,27 +74,30 @@ class DelayedFetch(DelayedOperation[dict[TopicPartition, FetchPartitionResult]])
         timeout_ms: int,
         min_bytes: int,
         readable: Callable[[TopicPartition, int], int | None],
-        read: Callable[[], dict[TopicPartition, FetchPartitionResult]],
+        read: Callable[[list[TopicPartition]], dict[TopicPartition, FetchPartitionResult]],
         available: Mapping[TopicPartition, int],
+        changed: Iterable[TopicPartition] = (),
     ) -> None:
         super().__init__(timeout_ms)
         self._min_bytes = min_bytes
         self._readable = readable  # bytes readable now (up to a limit); None: an error
-        self._read = read
+        self._read = read  # the answer, reading again the partitions that changed
         # What the fetch's own read found (it was not enough): partitions with bytes only.
         self._available = {tp: n for tp, n in available.items() if n}
         self._total = sum(self._available.values())
+        self._changed = dict.fromkeys(changed)  # in the order they changed
 
     def try_complete(
         self, changed: TopicPartition | None
     ) -> dict[TopicPartition, FetchPartitionResult] | None:
         if changed is not None:
+            self._changed[changed] = None
             got = self._readable(changed, self._min_bytes)
             if got is None:
-                return self._read()
+                return self._read(list(self._changed))
             self._total += got - self._available.get(changed, 0)
             self._available[changed] = got
-        return self._read() if self._total >= self._min_bytes else None
+        return self._read(list(self._changed)) if self._total >= self._min_bytes else None
 
     def on_expiration(self) -> dict[TopicPartition, FetchPartitionResult]:
-        return self._read()
+        return self._read(list(self._changed))

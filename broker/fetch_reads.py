@@ -30,6 +30,28 @@ def read_all(
     return results
 
 
+def reread(
+    partitions: PartitionTable,
+    params: FetchParams,
+    previous: dict[TopicPartition, FetchPartitionResult],
+    changed: list[FetchPartitionRequest],
+) -> dict[TopicPartition, FetchPartitionResult]:
+    """A waiting fetch's final answer: `previous` (its own read) with the partitions that
+    changed since read again, within what is left of the byte budget. A partition nothing
+    happened to reads the same as before (every append, HW move and leadership change is
+    reported as a change), so it is not read twice."""
+    again = {r.tp for r in changed}
+    results = dict(previous)
+    used = sum(len(r.records) for tp, r in previous.items() if tp not in again)
+    budget, any_data = params.max_bytes - used, used > 0
+    for req in changed:
+        result = read_partition(partitions, req, params.is_follower, budget, not any_data)
+        results[req.tp] = result
+        budget -= len(result.records)
+        any_data = any_data or bool(result.records)
+    return results
+
+
 def read_partition(
     partitions: PartitionTable,
     req: FetchPartitionRequest,

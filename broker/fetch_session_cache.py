@@ -67,14 +67,14 @@ class FetchContext:
     def response_partitions(
         self, results: Mapping[TopicPartition, FetchPartitionResult]
     ) -> list[tuple[TopicPartition, FetchPartitionResult]]:
-        """The partitions the answer carries, in request order; remembers what it sent."""
+        """The partitions the answer carries, of those read (`results`, in their order);
+        remembers what it sent."""
         out = []
         cached = self.session.partitions if self.session is not None else {}
-        for req in self.requests:
-            r = results[req.tp]
-            c = cached.get(req.tp)
+        for tp, r in results.items():
+            c = cached.get(tp)
             if c is None:
-                out.append((req.tp, r))
+                out.append((tp, r))
                 continue
             news = (
                 bool(r.records)
@@ -85,7 +85,7 @@ class FetchContext:
             if news or not self.incremental:
                 c.sent_high_watermark = r.high_watermark
                 c.sent_log_start_offset = r.log_start_offset
-                out.append((req.tp, r))
+                out.append((tp, r))
         return out
 
 

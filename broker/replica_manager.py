@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 from broker import fetch_reads
@@ -51,6 +52,7 @@ from minibroker.runtime.clock import monotonic_ms
 from minibroker.runtime.settings import Settings
 from minibroker.runtime.zk_store import ZkStore
 
+Requested = FetchPartitionRequest
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 # StopReplica epochs that always pass the check (reference §3.4).
@@ -182,35 +184,46 @@ class ReplicaManager:
     # ---- fetch (reference §2.11, §3.7) ----------------------------------------------------
 
     async def fetch_messages(
-        self, params: FetchParams
+        self,
+        params: FetchParams,
+        watch: Mapping[TopicPartition, FetchPartitionRequest] | None = None,
     ) -> dict[TopicPartition, FetchPartitionResult]:
+        """Read `params.partitions`; if that is not min_bytes, wait for them and for those of
+        `watch` (a session's partitions this fetch did not need to read) to change."""
         fetch_time = self.now_ms()
         leader_leos: dict[TopicPartition, int] = {}
         results = fetch_reads.read_all(self.partitions, params, leader_leos)
+        hw_moved = []
         if params.is_follower:
             # Read first, then update: the response carries the HW from before (pitfall 4).
             for req in params.partitions:
                 if results[req.tp].error is ErrorCode.NONE:
-                    self._update_follower(params.replica_id, req, fetch_time, leader_leos[req.tp])
+                    leo = leader_leos[req.tp]
+                    if self._update_follower(params.replica_id, req, fetch_time, leo):
+                        hw_moved.append(req.tp)
         available = {tp: len(r.records) for tp, r in results.items() if r.records}
         failed = len(leader_leos) < len(results)  # a partition answered with an error
         if params.max_wait_ms <= 0 or failed or sum(available.values()) >= params.min_bytes:
             return results
-        requests = {r.tp: r for r in params.partitions}
+        watched = {**(watch or {}), **{r.tp: r for r in params.partitions}}
         op = DelayedFetch(
             params.max_wait_ms,
             params.min_bytes,
             lambda tp, n: fetch_reads.readable_bytes(
-                self.partitions, requests[tp], params.is_follower, n
+                self.partitions, watched[tp], params.is_follower, n
             ),
-            lambda: fetch_reads.read_all(self.partitions, params, {}),
+            lambda changed: fetch_reads.reread(
+                self.partitions, params, results, [watched[tp] for tp in changed]
+            ),
             available,
+            changed=hw_moved,  # the answer carries the HW as of its completion
         )
-        return await self.fetch_purgatory.wait(op, requests)
+        return await self.fetch_purgatory.wait(op, watched)
 
     def _update_follower(
         self, follower: int, req: FetchPartitionRequest, fetch_time: int, leader_leo: int
-    ) -> None:
+    ) -> bool:
+        """Reference §2.3 for one partition of a follower's fetch; whether the HW moved."""
         hosted = self.partitions[req.tp]
         out = hosted.partition.update_follower_fetch_state(
             follower,
@@ -226,6 +239,7 @@ class ReplicaManager:
             hw = hosted.partition.high_watermark
             slog.event("hw_advanced", tp=str(req.tp), high_watermark=hw, cause="follower_fetch")
             self.on_partition_changed(req.tp)
+        return out.hw_changed
 
     # ---- other reads ----------------------------------------------------------------------
 

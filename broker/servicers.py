@@ -7,9 +7,11 @@ is logged and answered with UNKNOWN_SERVER_ERROR, and the broker keeps serving.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from broker.fetch_session_cache import FINAL_EPOCH
+from broker.idle_followers import partitions_to_read
 from broker.partition_table import HostedPartition
 from broker.replica_manager import ReplicaManager
 from broker.request_handling import guarded, opt_field
@@ -106,7 +108,16 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
             ),
             partitions=context.requests,
         )
-        results = await self.rm.fetch_messages(params)
+        watch = None
+        if context.incremental and context.session is not None and params.is_follower:
+            # Idle partitions of the session count as fetched without a read; watched only.
+            named = {r.tp for r in parts}
+            reads = partitions_to_read(
+                context.session, named, self.rm.partitions, replica_id, self.rm.now_ms()
+            )
+            watch = {r.tp: r for r in context.requests}
+            params = dataclasses.replace(params, partitions=reads)
+        results = await self.rm.fetch_messages(params, watch)
         response = broker_pb2.FetchResponse(session_id=context.session_id)
         by_topic: dict[str, Any] = {}
         for tp, r in context.response_partitions(results):

@@ -15,8 +15,28 @@ INITIAL_CONTROLLER_EPOCH = 0
 
 @dataclass(frozen=True, order=True)
 class TopicPartition:
+    """A topic-partition. Brokers look thousands of them up per fetch: the hash is computed
+    once, and equality checks identity first."""
+
     topic: str
     partition: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.topic, self.partition)))
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[attr-defined,no-any-return]
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, TopicPartition):
+            return NotImplemented
+        return self.topic == other.topic and self.partition == other.partition
+
+    def __reduce__(self) -> tuple[type[TopicPartition], tuple[str, int]]:
+        # Rebuilt, not copied: a string's hash differs between processes (Spark's pickles).
+        return (TopicPartition, (self.topic, self.partition))
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"

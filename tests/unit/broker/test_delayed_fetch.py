@@ -56,8 +56,12 @@ def waiting_fetch(
         return fetch_reads.readable_bytes(table, requests[tp], params.is_follower, up_to)
 
     # As the replica manager makes it: after its own read found nothing.
-    return DelayedFetch(params.max_wait_ms, params.min_bytes, readable,
-                        lambda: fetch_reads.read_all(table, params, {}), {})  # fmt: skip
+    first = fetch_reads.read_all(table, params, {})
+
+    def read(changed: list[TopicPartition]) -> dict[TopicPartition, FetchPartitionResult]:
+        return fetch_reads.reread(table, params, first, [requests[tp] for tp in changed])
+
+    return DelayedFetch(params.max_wait_ms, params.min_bytes, readable, read, {})
 
 
 def test_an_append_completes_the_wait_looking_at_its_partition_only() -> None:

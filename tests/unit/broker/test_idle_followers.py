@@ -1,0 +1,71 @@
+"""A follower's incremental fetch on the leader: idle partitions are counted as fetched (the
+rule's own update, caught up now) without a read; anything with news is read as usual."""
+
+from __future__ import annotations
+
+from broker.fetch_session_cache import FetchSession, FetchSessionCache
+from broker.idle_followers import partitions_to_read
+from broker.log.log import Log
+from broker.log.store import MemorySegmentStore
+from broker.partition_table import HostedPartition, PartitionTable
+from broker.replication.partition import Partition, PartitionState
+from broker.types import FetchPartitionRequest, FetchPartitionResult
+from minibroker.core.errors import ErrorCode
+from minibroker.core.records import NewRecord, build_batch
+from minibroker.core.types import TopicPartition
+
+TPS = [TopicPartition("t", p) for p in range(6)]
+FOLLOWER = 2
+
+
+def setup() -> tuple[PartitionTable, FetchSession]:
+    table: PartitionTable = {}
+    for tp in TPS:
+        log = Log(MemorySegmentStore())
+        log.append_as_leader(
+            build_batch([NewRecord(None, b"v")], base_timestamp=1_700_000_000_000), 0
+        )
+        p = Partition(tp, local_broker_id=1, replica_lag_time_max_ms=3_000)
+        p.make_leader(PartitionState(1, 0, (1, 2), (1, 2), 0, 1), log, now_ms=0)
+        p.update_follower_fetch_state(
+            FOLLOWER,
+            fetch_offset=1,
+            log_start_offset=0,
+            fetch_time_ms=100,
+            leader_end_offset=1,
+            local_leo=1,
+        )
+        table[tp] = HostedPartition(p, log)
+    cache = FetchSessionCache(seed=1)
+    reqs = [FetchPartitionRequest(tp, 1, 1 << 20, 0, 0) for tp in TPS]
+    ctx = cache.context(session_id=0, epoch=0, replica_id=FOLLOWER, partitions=reqs,
+                        forgotten=[], now_ms=0)  # fmt: skip
+    assert not isinstance(ctx, ErrorCode) and ctx.session is not None
+    ctx.response_partitions({tp: FetchPartitionResult(ErrorCode.NONE, 1, 0) for tp in TPS})
+    return table, ctx.session
+
+
+def test_idle_partitions_are_not_read_but_count_as_caught_up_now() -> None:
+    table, session = setup()
+    assert partitions_to_read(session, set(), table, FOLLOWER, 5_000) == ()
+    for tp in TPS:
+        replica = table[tp].partition.remote[FOLLOWER]
+        assert (replica.last_caught_up_time_ms, replica.last_fetch_time_ms) == (5_000, 5_000)
+        assert replica.log_end_offset == 1
+        # An append right after does not make the follower look behind for the whole lag.
+        assert not replica.is_out_of_sync(2, now_ms=5_100, lag_ms=3_000)
+
+
+def test_partitions_with_news_or_named_are_read() -> None:
+    table, session = setup()
+    table[TPS[0]].log.append_as_leader(
+        build_batch([NewRecord(None, b"new")], base_timestamp=1_700_000_000_000), 0
+    )  # the LEO moved
+    table[TPS[1]].partition.high_watermark = 0  # an HW the follower was not sent
+    table[TPS[2]].partition.isr = frozenset({1})  # out of the ISR: may need an expansion
+    table[TPS[3]].partition.leader_epoch = 1  # the fetch's epoch is stale
+    del table[TPS[4]]  # no longer hosted
+    reads = partitions_to_read(session, {TPS[5]}, table, FOLLOWER, 5_000)
+    assert [r.tp for r in reads] == TPS
+    # Read partitions are left to §2.3's update after the read: nothing refreshed here.
+    assert table[TPS[0]].partition.remote[FOLLOWER].last_fetch_time_ms == 100
