@@ -10,7 +10,8 @@ fetched. A session error from the leader, or a failed request, starts over with 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from broker.fetch_session_cache import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
@@ -43,16 +44,29 @@ class FetchSessionBuilder:
         self._pending: FetchPlan | None = None
         self.full_fetches = 0  # requests that named every partition (tests, metrics)
 
-    def plan(self, wanted: Mapping[TopicPartition, PartitionFetchState]) -> FetchPlan:
-        """The next request for the partitions to fetch now, with their states."""
-        if not self.enabled:
-            plan = FetchPlan(INVALID_SESSION_ID, FINAL_EPOCH, dict(wanted), [])
-        elif self.session_id == INVALID_SESSION_ID:
-            plan = FetchPlan(INVALID_SESSION_ID, INITIAL_EPOCH, dict(wanted), [])
+    def plan(
+        self,
+        ready: AbstractSet[TopicPartition],
+        state_of: Callable[[TopicPartition], PartitionFetchState],
+        maybe_changed: Collection[TopicPartition] | None = None,
+    ) -> FetchPlan:
+        """The next request for the partitions to fetch now (`ready`, with `state_of` each).
+        `maybe_changed` (None: any) are the only ones whose state may differ from what was
+        last sent, so a session of 10,000 partitions compares only those."""
+        if not self.enabled or self.session_id == INVALID_SESSION_ID:
+            epoch = FINAL_EPOCH if not self.enabled else INITIAL_EPOCH
+            plan = FetchPlan(INVALID_SESSION_ID, epoch, {tp: state_of(tp) for tp in ready}, [])
         else:
             held = self._held
-            send = {tp: st for tp, st in wanted.items() if held.get(tp) != st}
-            forgotten = [tp for tp in held if tp not in wanted]
+            candidates: Iterable[TopicPartition] = ready
+            if maybe_changed is not None:  # new ones, and those that may have moved
+                candidates = (ready - held.keys()) | (ready & set(maybe_changed))
+            send = {}
+            for tp in candidates:
+                state = state_of(tp)
+                if held.get(tp) != state:
+                    send[tp] = state
+            forgotten = list(held.keys() - ready)
             plan = FetchPlan(self.session_id, self.epoch, send, forgotten)
         if plan.full:
             self.full_fetches += 1

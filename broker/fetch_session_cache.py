@@ -19,8 +19,9 @@ from __future__ import annotations
 import random
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from broker.replication.partition import RemoteReplica
 from broker.types import FetchPartitionRequest, FetchPartitionResult
 from minibroker.core.errors import ErrorCode
 from minibroker.core.types import TopicPartition
@@ -43,6 +44,10 @@ class CachedPartition:
     request: FetchPartitionRequest
     sent_high_watermark: int = -1
     sent_log_start_offset: int = -1
+    # Set while the partition is idle for this follower (idle_followers.py): its replica
+    # state on the leader and the LEO it is idle at. Cleared when it is named or read.
+    idle_replica: RemoteReplica | None = None
+    idle_leo: int = -1
 
 
 @dataclass
@@ -52,6 +57,8 @@ class FetchSession:
     epoch: int  # the epoch the next request must carry
     partitions: dict[TopicPartition, CachedPartition]
     last_used_ms: int
+    # Partitions that changed (LEO, HW, leadership, ISR) since the last fetch of the session.
+    changed: set[TopicPartition] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,12 @@ class FetchSessionCache:
     def __len__(self) -> int:
         return len(self._sessions)
 
+    def mark_changed(self, tp: TopicPartition) -> None:
+        """`tp` changed on this leader: the sessions holding it look at it again."""
+        for session in self._sessions.values():
+            if tp in session.partitions:
+                session.changed.add(tp)
+
     def partitions_cached(self) -> int:
         return sum(len(s.partitions) for s in self._sessions.values())
 
@@ -136,6 +149,7 @@ class FetchSessionCache:
                 session.partitions[req.tp] = CachedPartition(req)
             else:
                 c.request = req
+                c.idle_replica = None
         session.epoch = next_epoch(epoch)
         session.last_used_ms = now_ms
         self._sessions.move_to_end(session_id)

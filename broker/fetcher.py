@@ -88,6 +88,11 @@ class FollowerFetcher:
         self.address = address
         self.states: dict[TopicPartition, FetchState] = {}
         self.session = FetchSessionBuilder()
+        # Partitions whose fetch offset or log start may have moved since the last request,
+        # and every partition by topic name and number (answers are matched without building
+        # a TopicPartition per answer).
+        self._moved: set[TopicPartition] = set()
+        self._by_name: dict[str, dict[int, TopicPartition]] = {}
         self._wakeup = asyncio.Event()
         s = services.settings
         self.wait_ms = s.get_int("replica.fetch.wait.max.ms")
@@ -109,10 +114,15 @@ class FollowerFetcher:
 
     def add(self, tp: TopicPartition, fetch_offset: int, leader_epoch: int) -> None:
         self.states[tp] = FetchState(fetch_offset, leader_epoch)
+        self._by_name.setdefault(tp.topic, {})[tp.partition] = tp
+        self._moved.add(tp)
         self._wakeup.set()
 
     def remove(self, tp: TopicPartition) -> None:
         self.states.pop(tp, None)
+        numbers = self._by_name.get(tp.topic)
+        if numbers is not None and numbers.pop(tp.partition, None) is not None and not numbers:
+            del self._by_name[tp.topic]
 
     async def stop(self) -> None:
         self._task.cancel()
@@ -256,22 +266,19 @@ class FollowerFetcher:
         if done:
             st.truncating = False
             st.fetch_offset = log.log_end_offset
+            self._moved.add(tp)
 
     # ---- fetching (reference §3.8) --------------------------------------------------------
 
     async def _fetch(self, states: dict[TopicPartition, FetchState]) -> None:
-        # What each partition is fetched at, by topic and partition number: the answers are
-        # matched without building a TopicPartition per answer.
-        asked: dict[str, dict[int, tuple[TopicPartition, FetchState, int]]] = {}
-        wanted: dict[TopicPartition, PartitionFetchState] = {}
-        for tp, st in states.items():
-            hosted = self.partitions.get(tp)
-            if hosted is None:
-                continue
-            wanted[tp] = (st.fetch_offset, hosted.log.log_start_offset, st.leader_epoch)
-            asked.setdefault(tp.topic, {})[tp.partition] = (tp, st, st.fetch_offset)
+        def state_of(tp: TopicPartition) -> PartitionFetchState:
+            st, hosted = states[tp], self.partitions.get(tp)
+            log_start = hosted.log.log_start_offset if hosted is not None else -1
+            return (st.fetch_offset, log_start, st.leader_epoch)
+
         # An incremental session (KIP-227): only partitions whose state changed are named.
-        plan = self.session.plan(wanted)
+        moved, self._moved = self._moved, set()
+        plan = self.session.plan(states.keys(), state_of, moved)
         request = follower_fetch_request(
             plan,
             replica_id=self.services.broker_id,
@@ -293,11 +300,12 @@ class FollowerFetcher:
                     self._delay(tp, error.name)
             return
         for t in response.responses:
-            in_topic = asked.get(t.topic, {})
+            numbers = self._by_name.get(t.topic, {})
             for r in t.partitions:
-                entry = in_topic.get(r.partition_index)
-                if entry is not None:
-                    await self._on_partition_data(*entry, r)
+                answered = numbers.get(r.partition_index)
+                asked = states.get(answered) if answered is not None else None
+                if answered is not None and asked is not None:
+                    await self._on_partition_data(answered, asked, asked.fetch_offset, r)
 
     async def _on_partition_data(
         self,
@@ -338,6 +346,7 @@ class FollowerFetcher:
             self._delay(tp, exc.code.name, exc.code)
             return
         st.fetch_offset = log.log_end_offset
+        self._moved.add(tp)
         if p.high_watermark != before:
             slog.event(
                 "hw_advanced" if p.high_watermark > before else "hw_lowered",
@@ -368,6 +377,7 @@ class FollowerFetcher:
             log.truncate_to(d.truncate_to)
         hosted.partition.on_truncate(log.log_end_offset)
         st.fetch_offset = d.fetch_offset
+        self._moved.add(tp)
         slog.event(
             "follower_out_of_range", logging.WARNING, tp=str(tp), fetch_offset=d.fetch_offset
         )

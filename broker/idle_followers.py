@@ -25,11 +25,21 @@ def partitions_to_read(
     follower_id: int,
     fetch_time_ms: int,
 ) -> tuple[FetchPartitionRequest, ...]:
-    """The session's partitions this fetch reads; the idle ones are counted as fetched."""
+    """The session's partitions this fetch reads; the idle ones are counted as fetched. A
+    partition found idle stays idle, without being looked at again, until it changes (the
+    replica manager reports every LEO, HW, leadership and ISR change, as the purgatory needs)
+    or the follower names it."""
+    changed, session.changed = session.changed, set()
     out = []
-    for cached in session.partitions.values():
+    for tp, cached in session.partitions.items():
         req = cached.request
-        hosted = None if req.tp in named else partitions.get(req.tp)
+        replica = cached.idle_replica
+        if replica is not None and tp not in changed and tp not in named:
+            leo = cached.idle_leo
+            replica.update_fetch_state(leo, req.log_start_offset, fetch_time_ms, leo)
+            continue
+        cached.idle_replica = None
+        hosted = None if tp in named else partitions.get(tp)
         if hosted is not None:
             p, log = hosted.partition, hosted.log
             leo = log.log_end_offset
@@ -44,6 +54,7 @@ def partitions_to_read(
                 and log.log_start_offset == cached.sent_log_start_offset
             ):
                 replica.update_fetch_state(leo, req.log_start_offset, fetch_time_ms, leo)
+                cached.idle_replica, cached.idle_leo = replica, leo
                 continue
         out.append(req)
     return tuple(out)

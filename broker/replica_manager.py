@@ -136,6 +136,7 @@ class ReplicaManager:
 
     def on_partition_changed(self, tp: TopicPartition) -> None:
         """LEO, HW or leadership of `tp` changed: re-test the operations waiting on it."""
+        self.fetch_sessions.mark_changed(tp)
         self.produce_purgatory.check(tp)
         self.fetch_purgatory.check(tp)
 

@@ -57,10 +57,13 @@ class Pair:
         self.hws = dict.fromkeys(TPS, 0)
         self.fetch_offsets = dict.fromkeys(TPS, 0)
         self.named: list[int] = []  # partitions named per request
+        self.moved: set[TopicPartition] = set()
 
     def round(self) -> dict[TopicPartition, FetchPartitionResult]:
         wanted = {tp: (self.fetch_offsets[tp], 0, 0) for tp in TPS}
-        plan = self.builder.plan(wanted)
+        # What a fetcher passes: every ready partition, and those whose offset moved.
+        plan = self.builder.plan(wanted.keys(), wanted.__getitem__, set(self.moved))
+        self.moved.clear()
         self.named.append(len(plan.send))
         ctx = self.cache.context(session_id=plan.session_id, epoch=plan.epoch,
                                  replica_id=FOLLOWER, partitions=requests(plan.send),
@@ -71,7 +74,9 @@ class Pair:
         answered = dict(ctx.response_partitions(self.leader_reads(ctx)))
         assert self.builder.on_response(ErrorCode.NONE, ctx.session_id)
         for tp, r in answered.items():  # the follower appends what came
-            self.fetch_offsets[tp] += len(r.records)
+            if r.records:
+                self.fetch_offsets[tp] += len(r.records)
+                self.moved.add(tp)
         return answered
 
     def leader_reads(self, ctx: FetchContext) -> dict[TopicPartition, FetchPartitionResult]:
@@ -159,3 +164,15 @@ def test_epochs_wrap_to_one() -> None:
     assert next_epoch(INITIAL_EPOCH) == 1
     assert next_epoch(7) == 8
     assert next_epoch(INT32_MAX) == 1
+
+
+def test_a_partition_left_out_for_a_while_is_forgotten_then_named_again() -> None:
+    pair = Pair()
+    pair.round()
+    states = {tp: (0, 0, 0) for tp in TPS}
+    backing_off = states.keys() - {TPS[4]}
+    plan = pair.builder.plan(backing_off, states.__getitem__, set())
+    assert plan.send == {} and plan.forgotten == [TPS[4]]
+    assert pair.builder.on_response(ErrorCode.NONE, pair.builder.session_id)
+    plan = pair.builder.plan(states.keys(), states.__getitem__, set())
+    assert plan.send == {TPS[4]: (0, 0, 0)} and plan.forgotten == []

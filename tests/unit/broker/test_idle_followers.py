@@ -69,3 +69,19 @@ def test_partitions_with_news_or_named_are_read() -> None:
     assert [r.tp for r in reads] == TPS
     # Read partitions are left to §2.3's update after the read: nothing refreshed here.
     assert table[TPS[0]].partition.remote[FOLLOWER].last_fetch_time_ms == 100
+
+
+def test_an_idle_partition_is_looked_at_again_once_it_changes() -> None:
+    table, session = setup()
+    assert partitions_to_read(session, set(), table, FOLLOWER, 1_000) == ()
+    table[TPS[0]].log.append_as_leader(
+        build_batch([NewRecord(None, b"new")], base_timestamp=1_700_000_000_000), 0
+    )
+    cache = FetchSessionCache()
+    cache._sessions[session.session_id] = session  # the replica manager's report of the append
+    cache.mark_changed(TPS[0])
+    reads = partitions_to_read(session, set(), table, FOLLOWER, 2_000)
+    assert [r.tp for r in reads] == [TPS[0]]
+    for tp in TPS[1:]:  # still idle: counted as fetched now
+        assert table[tp].partition.remote[FOLLOWER].last_caught_up_time_ms == 2_000
+    assert table[TPS[0]].partition.remote[FOLLOWER].last_caught_up_time_ms == 1_000
