@@ -13,7 +13,7 @@ from typing import Any
 from broker.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT, write_offsets_checkpoint
 from broker.partition_table import IsrTaskServices, PartitionTable
 from broker.replication.isr_propagation import IsrChangePropagation
-from broker.replication.partition import ProposeIsr
+from broker.replication.partition import Partition, ProposeIsr
 from minibroker.core.types import TopicPartition
 from minibroker.runtime import logging as slog
 from minibroker.runtime.clock import now_ms
@@ -46,7 +46,7 @@ class IsrTasks:
         self._every(
             s.get_int("minibroker.isr.change.propagation.interval.ms"), self._propagate_changes
         )
-        self._every(1000, self._update_gauges)
+        self._serve_gauges()
         self._spawn(self._hw_checkpoints())
 
     async def stop(self) -> None:
@@ -249,11 +249,23 @@ class IsrTasks:
 
     # ---- gauges --------------------------------------------------------------------------
 
-    def _update_gauges(self) -> None:
+    def _serve_gauges(self) -> None:
+        """The partition gauges, computed when /metrics is scraped (as Kafka's gauges are
+        read), not every second over thousands of partitions."""
         m = self.services.metrics
-        led = [h.partition for h in self.partitions.values() if h.partition.is_leader]
-        m.partition_count.set(len(self.partitions))
-        m.leader_count.set(len(led))
-        m.under_replicated.set(sum(1 for p in led if p.under_replicated()))
-        m.under_min_isr.set(sum(1 for p in led if len(p.isr) < p.min_insync_replicas))
-        m.at_min_isr.set(sum(1 for p in led if len(p.isr) == p.min_insync_replicas))
+
+        def led() -> list[Partition]:
+            # On the scrape's thread: copy the table first (one step under the GIL), the loop
+            # may add or drop partitions meanwhile.
+            hosted = list(self.partitions.values())
+            return [h.partition for h in hosted if h.partition.is_leader]
+
+        m.partition_count.set_function(lambda: len(self.partitions))
+        m.leader_count.set_function(lambda: len(led()))
+        m.under_replicated.set_function(lambda: sum(1 for p in led() if p.under_replicated()))
+        m.under_min_isr.set_function(
+            lambda: sum(1 for p in led() if len(p.isr) < p.min_insync_replicas)
+        )
+        m.at_min_isr.set_function(
+            lambda: sum(1 for p in led() if len(p.isr) == p.min_insync_replicas)
+        )
