@@ -8,6 +8,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from broker.epoch_checkpoints import EpochCheckpointWriter
 from broker.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT, load_offsets_checkpoint
 from broker.log.file_pool import FilePool
 from broker.log.layout import open_log
@@ -65,6 +66,7 @@ class PartitionOpener:
         # Every partition's segment files share these descriptors (10,000 partitions would
         # otherwise hold 20,000 open).
         self.file_pool = FilePool(settings.get_int("minibroker.log.max.open.files"))
+        self.epoch_writer = EpochCheckpointWriter()
 
     async def get_or_create(self, tp: TopicPartition) -> HostedPartition:
         """The hosted partition, its log opened (and recovered) on first use."""
@@ -80,6 +82,7 @@ class PartitionOpener:
             segment_bytes=s.get_int("log.segment.bytes"),
             max_batch_bytes=s.get_int("message.max.bytes"),
         )
+        log.defer_epoch_writes(self.epoch_writer.changed)
         partition = Partition(
             tp,
             self.broker_id,

@@ -171,6 +171,7 @@ async def run_broker(settings: Settings) -> int:
     await _stop_all(servers, 1.0)
     await rm.fetchers.stop()
     await rm.isr.stop()  # writes a last HW checkpoint
+    await rm.opener.epoch_writer.flush()  # and the leader-epoch checkpoints not yet written
     for hosted in list(rm.partitions.values()):
         await asyncio.to_thread(hosted.log.flush)
     registrar.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from broker.log.checkpoints import LEADER_EPOCH_CHECKPOINT, format_epochs
@@ -71,6 +71,8 @@ class Log:
         self._index_interval_bytes = index_interval_bytes
         self._max_batch_bytes = max_batch_bytes
         self._dirty: set[int] = set()  # base offsets of segments with bytes not yet flushed
+        self._on_epochs_changed: Callable[[Log], None] | None = None
+        self._pending_epochs: tuple[EpochEntry, ...] | None = None
         recovered = recover_segments(store, index_interval_bytes)
         self._segments: list[Segment] = recovered.segments
         # The store may hold bytes an earlier process never flushed; the first flush must
@@ -108,8 +110,26 @@ class Log:
     # ---- epochs ----
 
     def _write_epochs(self, entries: tuple[EpochEntry, ...]) -> None:
-        # Rewritten whole on every change (reference §4.3).
-        self._store.write_atomic(LEADER_EPOCH_CHECKPOINT, format_epochs(entries))
+        # Rewritten whole on every change (reference §4.3), now or by the broker's writer.
+        if self._on_epochs_changed is None:
+            self._store.write_atomic(LEADER_EPOCH_CHECKPOINT, format_epochs(entries))
+            return
+        self._pending_epochs = entries
+        self._on_epochs_changed(self)
+
+    def defer_epoch_writes(self, on_changed: Callable[[Log], None]) -> None:
+        """From now on report epoch changes to `on_changed` (on the loop), which writes them
+        later through take_epoch_checkpoint / write_epoch_checkpoint (epoch_checkpoints.py)."""
+        self._on_epochs_changed = on_changed
+
+    def take_epoch_checkpoint(self) -> bytes | None:
+        """The checkpoint's new contents if a change awaits its write (on the loop)."""
+        entries, self._pending_epochs = self._pending_epochs, None
+        return None if entries is None else format_epochs(entries)
+
+    def write_epoch_checkpoint(self, data: bytes) -> None:
+        """Write the checkpoint (in a worker thread)."""
+        self._store.write_atomic(LEADER_EPOCH_CHECKPOINT, data)
 
     # ---- segment files ----
 
@@ -296,7 +316,9 @@ class Log:
         self.epoch_cache.clear()
 
     def close(self) -> None:
-        """Give back the descriptors of the log's files (the log is no longer hosted here)."""
+        """Give back the descriptors of the log's files (the log is no longer hosted here);
+        an epoch change not yet written is dropped (the partition may be deleted next)."""
+        self._pending_epochs = None
         self._store.close()
 
     def flush(self) -> None:

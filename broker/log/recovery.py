@@ -145,9 +145,25 @@ def load_epochs(store: SegmentStore, recovered: Recovered) -> tuple[list[EpochEn
             LeaderEpochCache(entries)  # raises unless epochs and offsets strictly increase
             if any(e.epoch < 0 or e.start_offset < 0 for e in entries):
                 raise CheckpointError("a negative epoch or start offset")
-            return entries, False
         except (CheckpointError, ValueError) as exc:
             why = f"unreadable ({exc})"
+        else:
+            # The broker writes the file after the change (epoch_checkpoints.py): a crash in
+            # between leaves it without the newest epochs, which the batches still carry.
+            last = entries[-1] if entries else None
+            newer = [
+                e
+                for e in recovered.batch_epochs
+                if last is None or (e.epoch > last.epoch and e.start_offset > last.start_offset)
+            ]
+            if not newer:
+                return entries, False
+            recovered.repairs.append(
+                f"{LEADER_EPOCH_CHECKPOINT}: behind the log; added epochs "
+                + ", ".join(f"{e.epoch}@{e.start_offset}" for e in newer)
+                + " from its batches"
+            )
+            return entries + newer, True
     recovered.repairs.append(
         f"{LEADER_EPOCH_CHECKPOINT}: {why}; rebuilt from the batches' leader epochs"
     )
