@@ -4,6 +4,8 @@ Consumers read only below the HW; followers up to the LEO."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from broker.log.log import OffsetOutOfRange
 from broker.partition_table import PartitionTable
 from broker.types import FetchParams, FetchPartitionRequest, FetchPartitionResult
@@ -17,16 +19,8 @@ def read_all(
     """Every requested partition, in request order, sharing `params.max_bytes` (the first
     partition with data gets at least one whole batch, KIP-74). Fills `leader_leos` with the
     leader's LEO of each partition read without error."""
-    budget = params.max_bytes
     results: dict[TopicPartition, FetchPartitionResult] = {}
-    any_data = False
-    for req in params.partitions:
-        result = read_partition(partitions, req, params.is_follower, budget, not any_data)
-        if result.error is ErrorCode.NONE:
-            leader_leos[req.tp] = partitions[req.tp].log.log_end_offset
-        results[req.tp] = result
-        budget -= len(result.records)
-        any_data = any_data or bool(result.records)
+    _read_in_order(partitions, params, params.partitions, params.max_bytes, results, leader_leos)
     return results
 
 
@@ -41,15 +35,30 @@ def reread(
     happened to reads the same as before (every append, HW move and leadership change is
     reported as a change), so it is not read twice."""
     again = {r.tp for r in changed}
-    results = dict(previous)
-    used = sum(len(r.records) for tp, r in previous.items() if tp not in again)
-    budget, any_data = params.max_bytes - used, used > 0
-    for req in changed:
+    results = {tp: r for tp, r in previous.items() if tp not in again}
+    used = sum(len(r.records) for r in results.values())
+    _read_in_order(partitions, params, changed, params.max_bytes - used, results, {})
+    return results
+
+
+def _read_in_order(
+    partitions: PartitionTable,
+    params: FetchParams,
+    requests: Iterable[FetchPartitionRequest],
+    budget: int,
+    results: dict[TopicPartition, FetchPartitionResult],
+    leader_leos: dict[TopicPartition, int],
+) -> None:
+    """Read `requests` into `results`, sharing `budget`; the first partition with data (if
+    `results` has none yet) gets at least one whole batch."""
+    any_data = any(r.records for r in results.values())
+    for req in requests:
         result = read_partition(partitions, req, params.is_follower, budget, not any_data)
+        if result.error is ErrorCode.NONE:
+            leader_leos[req.tp] = partitions[req.tp].log.log_end_offset
         results[req.tp] = result
         budget -= len(result.records)
         any_data = any_data or bool(result.records)
-    return results
 
 
 def read_partition(
