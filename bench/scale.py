@@ -228,6 +228,33 @@ def _restart(
     return (last_ms - started_ms) / 1000
 
 
+def _controlled_stop(
+    state: localcluster.ClusterState, zk: ZkStore, partitions: int
+) -> tuple[int, float, float]:
+    """SIGTERM (controlled shutdown) to the broker leading the most partitions: how many it
+    led, and seconds from the signal until ZooKeeper has a new leader for every one of them
+    (the last state znode's mtime) and until the process exited."""
+    before = read_states(zk, range(partitions))
+    counts: dict[int, int] = {}
+    for s, _stat in before.values():
+        counts[s.leader] = counts.get(s.leader, 0) + 1
+    victim_id = max(counts, key=lambda b: (counts[b], -b))
+    victim = next(p for p in state.by_role("broker") if p.id == victim_id)
+    led = sorted(p for p, (s, _stat) in before.items() if s.leader == victim_id)
+    stop_ms = wall_ms()
+    localcluster.send(state, victim.name, "stop")  # returns once the process has exited
+    exited_s = (wall_ms() - stop_ms) / 1000
+
+    def moved() -> int | None:
+        now = read_states(zk, led)
+        if any(now[p][0].leader in (victim_id, NO_LEADER) for p in led):
+            return None
+        return max(stat.mtime_ms for _s, stat in now.values())
+
+    last_ms = wait_until(moved, timeout_s=60, what="every leadership moved", interval_s=0.25)
+    return len(led), (last_ms - stop_ms) / 1000, exited_s
+
+
 def _programs(state: localcluster.ClusterState) -> dict[str, int]:
     """Every process to sample, ZooKeeper last, by name and PID."""
     procs = [p for p in state.processes if p.role != "zookeeper"] + state.by_role("zookeeper")
@@ -276,6 +303,8 @@ def _phases(run: ScaleRun, state: localcluster.ClusterState, zk: ZkStore) -> Non
     failover.returned_s = _phase(
         run, "restart", lambda: _restart(state, zk, failover.victim, n, budget)
     )
+    _note(run, "controlled shutdown of the busiest leader")
+    run.shutdown = _phase(run, "controlled shutdown", lambda: _controlled_stop(state, zk, n))
 
 
 def run_one(partitions: int, profile: str, keep: bool = False) -> ScaleRun:

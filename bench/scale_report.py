@@ -32,6 +32,8 @@ class ScaleRun:
     open_files_limit: int = 0
     created_ms: int = 0  # wall clock when the topic was created
     failed: str | None = None  # the phase that did not finish, and what was measured by then
+    # SIGTERM to the busiest leader: (leaderships, s until all moved in ZooKeeper, s to exit)
+    shutdown: tuple[int, float, float] | None = None
     wall_s: float = 0.0
 
 
@@ -58,6 +60,10 @@ def figures(run: ScaleRun) -> dict[str, float]:
             f.expiry_after_kill_s + f.moved_after_expiry_s, 3
         )
         out[f"scale.{n}.leaderships_moved"] = float(f.moved)
+    if run.shutdown is not None:
+        out[f"scale.{n}.controlled_shutdown_led"] = float(run.shutdown[0])
+        out[f"scale.{n}.controlled_shutdown_moved_s"] = round(run.shutdown[1], 3)
+        out[f"scale.{n}.controlled_shutdown_exit_s"] = round(run.shutdown[2], 3)
     return out
 
 
@@ -77,6 +83,7 @@ def markdown(runs: Iterable[ScaleRun]) -> str:
             "moved after expiry s",
             "applied after expiry s",
             "broker back in ISRs s",
+            "controlled shutdown: led / moved s / exited s",
             "run s",
         ],
         [
@@ -89,6 +96,11 @@ def markdown(runs: Iterable[ScaleRun]) -> str:
                 _s(r.failover.moved_after_expiry_s if r.failover else None, 3),
                 _s(r.failover.applied_after_expiry_s if r.failover else None, 3),
                 _s(r.failover.returned_s if r.failover else None),
+                (
+                    f"{r.shutdown[0]} / {r.shutdown[1]:.2f} / {r.shutdown[2]:.2f}"
+                    if r.shutdown
+                    else "-"
+                ),
                 f"{r.wall_s:.0f}",
             ]
             for r in runs
@@ -122,7 +134,9 @@ def markdown(runs: Iterable[ScaleRun]) -> str:
         "controller created the last state znode. Failover: SIGKILL of the broker leading most "
         "partitions; expiry = the controller's broker_change event, moved = the last new "
         "leader's state znode mtime, applied = the last became_leader on a new leader; back "
-        "in ISRs: the killed broker's restart until ZooKeeper has it in every ISR.\n\n"
+        "in ISRs: the killed broker's restart until ZooKeeper has it in every ISR. Controlled "
+        "shutdown, last: SIGTERM to the broker then leading most partitions; moved = the last "
+        "new leader's state znode mtime, exited = the process gone.\n\n"
         f"{summary}\n\nIdle, {IDLE_WINDOW_S:.0f} s after a {SETTLE_S:.0f} s settle (100% = one "
         f"core):\n\n{per_process}"
     )

@@ -223,6 +223,17 @@ def judge(mb: list[Result], nats: list[Result], sections: Sequence[Section]) -> 
                     moved <= 2.0,
                 )
             )
+        shutdown = figures.get(f"scale.{n}.controlled_shutdown_moved_s")
+        if shutdown is not None:
+            led = figures.get(f"scale.{n}.controlled_shutdown_led", math.nan)
+            goals.append(
+                report.Goal(
+                    f"{n:,} partitions: controlled shutdown of the busiest leader",
+                    "≤ 5 s",
+                    f"{shutdown:.2f} s for {led:.0f} leaderships (in ZooKeeper)",
+                    shutdown <= 5.0,
+                )
+            )
     goals += dashboard_goals(figures)
     if nats:
         ratios = report.nats_ratios(mb, nats)

@@ -159,6 +159,11 @@ class FetchSessionCache:
     def _open(
         self, replica_id: int, parts: tuple[FetchPartitionRequest, ...], now_ms: int
     ) -> FetchContext:
+        if replica_id >= 0:
+            # A follower broker fetches from this leader through one fetcher: its new session
+            # replaces any it had (its fetcher was recreated, or it restarted).
+            for old in [k for k, v in self._sessions.items() if v.replica_id == replica_id]:
+                del self._sessions[old]
         while len(self._sessions) >= self.capacity:
             self._sessions.popitem(last=False)
         session_id = self._new_id()

@@ -50,8 +50,9 @@ class Pair:
     """A follower's builder and a leader's cache; `leos` is the leader's log of each partition,
     `hws` its HW."""
 
-    def __init__(self, cache: FetchSessionCache | None = None) -> None:
+    def __init__(self, cache: FetchSessionCache | None = None, replica: int = FOLLOWER) -> None:
         self.cache = cache if cache is not None else FetchSessionCache(seed=1)
+        self.replica = replica
         self.builder = FetchSessionBuilder()
         self.leos = dict.fromkeys(TPS, 0)
         self.hws = dict.fromkeys(TPS, 0)
@@ -66,7 +67,7 @@ class Pair:
         self.moved.clear()
         self.named.append(len(plan.send))
         ctx = self.cache.context(session_id=plan.session_id, epoch=plan.epoch,
-                                 replica_id=FOLLOWER, partitions=requests(plan.send),
+                                 replica_id=self.replica, partitions=requests(plan.send),
                                  forgotten=plan.forgotten, now_ms=0)  # fmt: skip
         if isinstance(ctx, ErrorCode):
             assert not self.builder.on_response(ctx, 0)
@@ -140,7 +141,7 @@ def test_a_wrong_epoch_or_unknown_session_is_an_error_and_the_follower_starts_ov
 
 def test_the_cache_evicts_the_least_recently_used_session() -> None:
     cache = FetchSessionCache(capacity=2, seed=3)
-    pairs = [Pair(cache) for _ in range(3)]
+    pairs = [Pair(cache, replica=b) for b in (2, 3, 4)]
     pairs[0].round()
     pairs[1].round()
     pairs[0].round()  # session 0 used again: session 1 is now the oldest
@@ -176,3 +177,17 @@ def test_a_partition_left_out_for_a_while_is_forgotten_then_named_again() -> Non
     assert pair.builder.on_response(ErrorCode.NONE, pair.builder.session_id)
     plan = pair.builder.plan(states.keys(), states.__getitem__, set())
     assert plan.send == {TPS[4]: (0, 0, 0)} and plan.forgotten == []
+
+
+def test_a_followers_new_session_replaces_its_old_one() -> None:
+    cache = FetchSessionCache(seed=5)
+    first, second = Pair(cache), Pair(cache)  # the same follower (replica 2), fetcher recreated
+    first.round()
+    second.round()
+    assert len(cache) == 1
+    assert first.round() == {}  # FETCH_SESSION_ID_NOT_FOUND: its holder starts over
+    first.round()
+    assert first.builder.full_fetches == 2 and len(cache) == 1
+    consumers = [ask(cache, 0, INITIAL_EPOCH, replica_id=-1) for _ in range(3)]
+    assert all(isinstance(c, FetchContext) for c in consumers)
+    assert len(cache) == 4  # consumers' sessions are not per broker: all kept
