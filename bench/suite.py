@@ -146,22 +146,21 @@ def judge(mb: list[Result], nats: list[Result], sections: Sequence[Section]) -> 
         goals.append(
             report.Goal(
                 "end to end (Producer-built), 100 B records, acks=all",
-                "≥ 100,000 records/s",
+                "≥ 250,000 records/s (Kafka 2014, 3 machines: 421,823)",
                 _fmt_list([f"{r.mode.split(' acks')[0]}: {r.records_per_s:,.0f}/s" for r in e2e]),
-                best.records_per_s >= 100_000,
+                best.records_per_s >= 250_000,
             )
         )
-    half = [r for r in mb if r.mode.endswith("acks=all") and r.load == "half"]
+    half = [r for r in mb if r.load == "half"]
     if half:
 
         def case(r: Result) -> str:
-            kind = r.mode.removesuffix(" acks=all")
             batch = f"×{r.records_per_message}" if r.records_per_message > 1 else ""
-            return f"{kind} {r.record_bytes} B{batch}: {r.p99_ms:.1f} ms"
+            return f"{r.mode} {r.record_bytes} B{batch}: {r.p99_ms:.1f} ms"
 
         goals.append(
             report.Goal(
-                "acks=all p99 at half of peak (every half-load row)",
+                "p99 at half of peak (every half-load row, acks=1 included)",
                 f"≤ {P99_BOUND_MS:g} ms",
                 _fmt_list([case(r) for r in half]),
                 all(r.p99_ms is not None and r.p99_ms <= P99_BOUND_MS for r in half),
