@@ -1,10 +1,11 @@
 """Leader-epoch checkpoints written in batches, off the event loop.
 
 Kafka rewrites a partition's `leader-epoch-checkpoint` (write, fsync, rename) on every epoch
-change, in the request thread. A broker that becomes leader of 3,334 partitions at once would
-do that 3,334 times on its one loop, seconds in which it serves nothing. Here a log reports
-its change (Log.defer_epoch_writes) and the writer rewrites every changed file in one worker
-thread, one batch after another: each file gets its latest entries, in order.
+change, in the request thread (reference §4.3). A deliberate deviation: a broker that becomes
+leader of 3,334 partitions at once would do that 3,334 times on its one loop, seconds in which
+it serves nothing. Here a log reports its change (Log.defer_epoch_writes) and the writer
+rewrites every changed file in one worker thread, one batch after another: each file gets its
+latest entries, in order.
 
 A crash before a batch is written leaves an older checkpoint: opening the log then adds the
 epochs its batches carry past the checkpoint's last entry (recovery.load_epochs), so an epoch

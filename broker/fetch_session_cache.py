@@ -1,5 +1,5 @@
-"""Incremental fetch sessions on the leader (KIP-227, Kafka's FetchSession.scala), as rules
-without I/O.
+"""Incremental fetch sessions on the leader (KIP-227, Kafka's FetchSession.scala; the follower's
+side is reference §3.8), as rules without I/O.
 
 A follower of thousands of partitions would otherwise send every partition's fetch state in
 every Fetch and get an answer for each, nearly all of them empty. With a session, the leader
