@@ -139,6 +139,19 @@ def _wait_serving(state: localcluster.ClusterState, partitions: int, timeout_s: 
         raise WaitTimeout(f"{exc} ({seen[0]} of {partitions} partitions serving)") from None
 
 
+def _busiest_leader(
+    state: localcluster.ClusterState, zk: ZkStore, partitions: int
+) -> tuple[localcluster.ProcessInfo, list[int]]:
+    """The broker leading the most partitions (the lowest id on a tie), and those partitions."""
+    before = read_states(zk, range(partitions))
+    counts: dict[int, int] = {}
+    for s, _stat in before.values():
+        counts[s.leader] = counts.get(s.leader, 0) + 1
+    victim_id = max(counts, key=lambda b: (counts[b], -b))
+    victim = next(p for p in state.by_role("broker") if p.id == victim_id)
+    return victim, sorted(p for p, (s, _stat) in before.items() if s.leader == victim_id)
+
+
 def _kill_one(
     state: localcluster.ClusterState, zk: ZkStore, partitions: int, session_s: float
 ) -> Failover:
@@ -146,13 +159,8 @@ def _kill_one(
 
     The waits look at log files and at one znode's existence, cheap enough to poll often; the
     state znodes are read only to confirm, and their mtimes, not the poll, give the time."""
-    before = read_states(zk, range(partitions))
-    counts: dict[int, int] = {}
-    for s, _stat in before.values():
-        counts[s.leader] = counts.get(s.leader, 0) + 1
-    victim_id = max(counts, key=lambda b: (counts[b], -b))
-    victim = next(p for p in state.by_role("broker") if p.id == victim_id)
-    led = sorted(p for p, (s, _stat) in before.items() if s.leader == victim_id)
+    victim, led = _busiest_leader(state, zk, partitions)
+    victim_id = victim.id if victim.id is not None else NO_LEADER
     survivors = [b for b in state.by_role("broker") if b.id != victim_id]
     controller = state.by_role("controller")[0]
     scan = LogScan([controller, *survivors])
@@ -234,13 +242,8 @@ def _controlled_stop(
     """SIGTERM (controlled shutdown) to the broker leading the most partitions: how many it
     led, and seconds from the signal until ZooKeeper has a new leader for every one of them
     (the last state znode's mtime) and until the process exited."""
-    before = read_states(zk, range(partitions))
-    counts: dict[int, int] = {}
-    for s, _stat in before.values():
-        counts[s.leader] = counts.get(s.leader, 0) + 1
-    victim_id = max(counts, key=lambda b: (counts[b], -b))
-    victim = next(p for p in state.by_role("broker") if p.id == victim_id)
-    led = sorted(p for p, (s, _stat) in before.items() if s.leader == victim_id)
+    victim, led = _busiest_leader(state, zk, partitions)
+    victim_id = victim.id if victim.id is not None else NO_LEADER
     stop_ms = wall_ms()
     localcluster.send(state, victim.name, "stop")  # returns once the process has exited
     exited_s = (wall_ms() - stop_ms) / 1000
