@@ -50,9 +50,9 @@ class EpochCheckpointWriter:
 
 def _write(writes: list[tuple[Log, bytes]]) -> None:
     for log, data in writes:
+        # A partition deleted meanwhile, a full disk: logged; the file is left as it was
+        # until the log's next epoch change rewrites it (recovery covers the gap).
         try:
             log.write_epoch_checkpoint(data)
-        except (
-            OSError
-        ) as exc:  # a partition deleted meanwhile, a full disk: the next change retries
+        except OSError as exc:
             slog.event("epoch_checkpoint_failed", logging.ERROR, error=str(exc))
