@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -172,12 +172,28 @@ def refresh_candidates(
     bootstrap: Sequence[str],
     failed_ms: Mapping[str, int],
     in_flight: Mapping[str, int],
+    *,
+    suspect: Collection[str] = (),
+    start: int = 0,
 ) -> list[str]:
     """Addresses to ask for metadata, best first (Kafka's least loaded node, roughly): brokers
-    that never failed before those that did, oldest failure first; then those with the fewest
-    calls awaiting an answer, so that a hung broker holding a call is asked last."""
+    that never failed before those that did, oldest failure first; a suspect (a leader that
+    just timed out a write, whose own view may be the stale one) after the others; then those
+    with the fewest calls awaiting an answer, so that a hung broker holding a call is asked
+    last; ties from the `start`-th address on, as Kafka starts from a random node."""
     ordered = list(dict.fromkeys([*known, *bootstrap]))
-    return sorted(ordered, key=lambda a: (a in failed_ms, failed_ms.get(a, 0), in_flight.get(a, 0)))
+    n = len(ordered) or 1
+    rank = {a: (i - start) % n for i, a in enumerate(ordered)}
+    return sorted(
+        ordered,
+        key=lambda a: (
+            a in failed_ms,
+            failed_ms.get(a, 0),
+            a in suspect,
+            in_flight.get(a, 0),
+            rank[a],
+        ),
+    )
 
 
 class MetadataClient:
@@ -203,6 +219,8 @@ class MetadataClient:
         self._task: asyncio.Task[None] | None = None
         self._update_requested = False
         self._last_attempt_ms: int | None = None
+        self._suspect: set[str] = set()
+        self._refreshes = 0
 
     def add_topics(self, topics: Iterable[str]) -> None:
         """Topics this client uses; metadata requests ask for exactly these."""
@@ -216,10 +234,13 @@ class MetadataClient:
         self._failed_ms[address] = monotonic_ms()
         self._update_requested = True
 
-    def request_update(self, tp: TopicPartition | None = None) -> None:
-        """Refresh soon; with `tp`, its leader is forgotten until then."""
+    def request_update(self, tp: TopicPartition | None = None, suspect: str | None = None) -> None:
+        """Refresh soon; with `tp`, its leader is forgotten until then; with `suspect`, that
+        broker is asked only if the others do not answer (its view may be what is stale)."""
         if tp is not None:
             self.cache.invalidate(tp)
+        if suspect is not None:
+            self._suspect.add(suspect)
         self._update_requested = True
 
     async def refresh(self) -> None:
@@ -279,7 +300,17 @@ class MetadataClient:
         request = broker_pb2.MetadataRequest(topics=sorted(self._topics))
         failures = []
         in_flight = {a: self._channels.in_flight(a) for a in [*known, *self._bootstrap]}
-        for address in refresh_candidates(known, self._bootstrap, self._failed_ms, in_flight):
+        suspect, self._suspect = self._suspect, set()
+        self._refreshes += 1
+        candidates = refresh_candidates(
+            known,
+            self._bootstrap,
+            self._failed_ms,
+            in_flight,
+            suspect=suspect,
+            start=self._refreshes,
+        )
+        for address in candidates:
             try:
                 resp = await self._channels.call(
                     address, "Metadata", request, self._request_timeout_ms

@@ -346,14 +346,17 @@ class Producer:
                 self._complete(b, PartitionResult(ErrorCode.NONE, -1, -1, ""))
             else:
                 missing = PartitionResult(ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1, "no answer")
-                self._handle_result(b, results.get(b.tp, missing))
+                self._handle_result(b, results.get(b.tp, missing), node.address)
 
-    def _handle_result(self, batch: Batch, result: PartitionResult) -> None:
+    def _handle_result(self, batch: Batch, result: PartitionResult, address: str) -> None:
         outcome = produce_outcome(result.error)
         if outcome is Outcome.DONE:
             self._complete(batch, result)
             return
-        if outcome is Outcome.REFRESH_AND_RETRY or result.error in _STALE_LEADER_HINTS:
+        if result.error in _STALE_LEADER_HINTS:
+            # Its own metadata would name itself again: learn the leader from another broker.
+            self._metadata.request_update(batch.tp, suspect=address)
+        elif outcome is Outcome.REFRESH_AND_RETRY:
             self._metadata.request_update(batch.tp)
         now = monotonic_ms()
         retriable = outcome is not Outcome.FAIL and batch.attempts <= self._retries

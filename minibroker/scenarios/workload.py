@@ -173,8 +173,8 @@ class Workload:
                 request_timeout_ms=5000,
                 delivery_timeout_ms=20_000,
                 max_block_ms=10_000,
-                # A request timing out does not refresh the producer's metadata, so a leader
-                # cut off from ZooKeeper would keep its clients: ask again every second.
+                # A timed-out write sends the producer to other brokers for metadata; asking
+                # every second as well moves it within a second of any election.
                 metadata_max_age_ms=1000,
             ) as producer:
                 await asyncio.gather(*(self._write(producer, p) for p in self.partitions))
