@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import asyncio
+import contextlib
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 
 from broker.purgatory import DelayedOperation
 from broker.replication.partition import Partition
@@ -59,6 +63,36 @@ class DelayedProduce(DelayedOperation[dict[TopicPartition, ProduceResult]]):
         return self._results
 
 
+class AcksAllWaiters:
+    """The partitions an acks=all produce is appending to or waiting on, counted."""
+
+    def __init__(self) -> None:
+        self._count: Counter[TopicPartition] = Counter()
+
+    def urgent(self, tp: TopicPartition) -> bool:
+        return tp in self._count
+
+    @contextlib.contextmanager
+    def waiting(self, tps: Iterable[TopicPartition]) -> Iterator[None]:
+        tps = list(tps)
+        self._count.update(tps)
+        try:
+            yield
+        finally:
+            self._count.subtract(tps)
+            self._count += Counter()  # in place: drops those nobody waits on any more
+
+
+@dataclass(frozen=True)
+class Linger:
+    """A follower's fetch, once it has bytes, waits `ms` more for others to join them (one
+    round trip for several appends) unless `urgent(tp)`: an acks=all produce waits on `tp`,
+    and every millisecond the follower waits is the producer's."""
+
+    ms: int
+    urgent: Callable[[TopicPartition], bool]
+
+
 class DelayedFetch(DelayedOperation[dict[TopicPartition, FetchPartitionResult]]):
     """Waits until `min_bytes` are readable or a partition errors, then reads every partition
     with the current HW (the follower's fetch state is not updated again, reference §3.7).
@@ -67,7 +101,8 @@ class DelayedFetch(DelayedOperation[dict[TopicPartition, FetchPartitionResult]])
     each partition has readable: when one partition changes it looks at that one only, so a
     follower's fetch of 10,000 partitions is not re-read whole on every append to one of them.
     (It is created and watched in the same step of the loop as that read: nothing can change
-    in between.)"""
+    in between.) With a `linger`, enough bytes complete it `linger.ms` later, or at once if
+    a partition that changed is urgent."""
 
     def __init__(
         self,
@@ -77,8 +112,11 @@ class DelayedFetch(DelayedOperation[dict[TopicPartition, FetchPartitionResult]])
         read: Callable[[list[TopicPartition]], dict[TopicPartition, FetchPartitionResult]],
         available: Mapping[TopicPartition, int],
         changed: Iterable[TopicPartition] = (),
+        linger: Linger | None = None,
     ) -> None:
         super().__init__(timeout_ms)
+        self._linger = linger
+        self._linger_timer: asyncio.TimerHandle | None = None
         self._min_bytes = min_bytes
         self._readable = readable  # bytes readable now (up to a limit); None: an error
         self._read = read  # the answer, reading again the partitions that changed
@@ -97,7 +135,25 @@ class DelayedFetch(DelayedOperation[dict[TopicPartition, FetchPartitionResult]])
                 return self._read(list(self._changed))
             self._total += got - self._available.get(changed, 0)
             self._available[changed] = got
-        return self._read(list(self._changed)) if self._total >= self._min_bytes else None
+        if self._total < self._min_bytes:
+            return None
+        if self._linger is None or any(map(self._linger.urgent, self._changed)):
+            return self._read(list(self._changed))
+        if self._linger_timer is None:
+            loop = asyncio.get_running_loop()
+            self._linger_timer = loop.call_later(self._linger.ms / 1000, self._linger_over)
+        return None
+
+    def _linger_over(self) -> None:
+        if not self.done:
+            self._finish(self._read(list(self._changed)))
+
+    def _finish(self, result: dict[TopicPartition, FetchPartitionResult]) -> None:
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
+        super()._finish(result)
 
     def on_expiration(self) -> dict[TopicPartition, FetchPartitionResult]:
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
         return self._read(list(self._changed))

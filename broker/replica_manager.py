@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from broker import fetch_reads
-from broker.delayed import DelayedFetch, DelayedProduce
+from broker.delayed import AcksAllWaiters, DelayedFetch, DelayedProduce, Linger
 from broker.fetch_session_cache import FetchSessionCache
 from broker.fetcher_manager import FetcherManager
 from broker.isr_tasks import IsrTasks
@@ -52,7 +52,6 @@ from minibroker.runtime.clock import monotonic_ms
 from minibroker.runtime.settings import Settings
 from minibroker.runtime.zk_store import ZkStore
 
-Requested = FetchPartitionRequest
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 # StopReplica epochs that always pass the check (reference §3.4).
@@ -80,6 +79,9 @@ class ReplicaManager:
         self.broker_epoch = -1
         self.produce_purgatory: Purgatory[dict[TopicPartition, ProduceResult]] = Purgatory()
         self.fetch_purgatory: Purgatory[dict[TopicPartition, FetchPartitionResult]] = Purgatory()
+        self._acks_all = AcksAllWaiters()
+        linger_ms = settings.get_int("minibroker.replica.fetch.linger.ms")
+        self._linger = Linger(linger_ms, self._acks_all.urgent) if linger_ms else None
         self.fetch_sessions = FetchSessionCache(
             settings.get_int("max.incremental.fetch.session.cache.slots")
         )
@@ -147,13 +149,21 @@ class ReplicaManager:
     ) -> dict[TopicPartition, ProduceResult]:
         if acks not in (-1, 0, 1):
             return {tp: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS) for tp in batches}
+        if acks != -1:
+            return {tp: self._append_to_leader(tp, data, acks)[0] for tp, data in batches.items()}
+        with self._acks_all.waiting(batches):  # followers' fetches of these answer at once
+            return await self._append_and_wait(timeout_ms, batches)
+
+    async def _append_and_wait(
+        self, timeout_ms: int, batches: dict[TopicPartition, bytes]
+    ) -> dict[TopicPartition, ProduceResult]:
         results: dict[TopicPartition, ProduceResult] = {}
         required: dict[TopicPartition, int] = {}
         for tp, data in batches.items():
-            results[tp], last_offset = self._append_to_leader(tp, data, acks)
+            results[tp], last_offset = self._append_to_leader(tp, data, -1)
             if results[tp].error is ErrorCode.NONE and last_offset is not None:
                 required[tp] = last_offset + 1
-        if acks != -1 or not required:
+        if not required:
             return results
         op = DelayedProduce(timeout_ms, results, required, self.partition)
         final = await self.produce_purgatory.wait(op, required)
@@ -218,6 +228,7 @@ class ReplicaManager:
             ),
             available,
             changed=hw_moved,  # the answer carries the HW as of its completion
+            linger=self._linger if params.is_follower else None,
         )
         return await self.fetch_purgatory.wait(op, watched)
 

@@ -99,6 +99,13 @@ PROPERTIES: tuple[Property, ...] = (
         "propagate at least this often",
     ),
     _P(
+        "minibroker.replica.fetch.linger.ms",
+        int,
+        10,
+        "a leader holds a follower's fetch this long for more records once some arrived, "
+        "unless an acks=all produce waits on them (fewer fetch round trips under load)",
+    ),
+    _P(
         "minibroker.log.max.open.files",
         int,
         1000,
@@ -275,6 +282,8 @@ class Settings:
             raise ConfigError("replica.fetch.wait.max.ms must be <= replica.lag.time.max.ms")
         if self.get_int("zookeeper.session.timeout.ms") <= 0:
             raise ConfigError("zookeeper.session.timeout.ms must be positive")
+        if self.get_int("minibroker.replica.fetch.linger.ms") < 0:
+            raise ConfigError("minibroker.replica.fetch.linger.ms must be >= 0")
         if self.get_int("minibroker.log.max.open.files") < MIN_OPEN_FILES:
             raise ConfigError(f"minibroker.log.max.open.files must be >= {MIN_OPEN_FILES}")
         try:
