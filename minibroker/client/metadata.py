@@ -301,15 +301,15 @@ class MetadataClient:
         failures = []
         in_flight = {a: self._channels.in_flight(a) for a in [*known, *self._bootstrap]}
         suspect, self._suspect = self._suspect, set()
-        self._refreshes += 1
         candidates = refresh_candidates(
             known,
             self._bootstrap,
             self._failed_ms,
             in_flight,
             suspect=suspect,
-            start=self._refreshes,
+            start=self._refreshes,  # the first refresh asks the first bootstrap address
         )
+        self._refreshes += 1
         for address in candidates:
             try:
                 resp = await self._channels.call(
