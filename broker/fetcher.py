@@ -17,6 +17,7 @@ import grpc
 
 from broker.fetch_request import follower_fetch_request
 from broker.fetch_session_builder import FetchSessionBuilder, PartitionFetchState
+from broker.fetch_stream import FetchStream, FetchStreamError
 from broker.partition_table import FetcherServices, HostedPartition, PartitionTable
 from broker.replication.truncation import (
     decide_from_epoch_answer,
@@ -110,6 +111,7 @@ class FollowerFetcher:
             ),
         )
         self._stub = broker_pb2_grpc.BrokerStub(self._channel)
+        self._stream = FetchStream(self._stub)
         self._task = asyncio.ensure_future(self._run())
 
     def add(self, tp: TopicPartition, fetch_offset: int, leader_epoch: int) -> None:
@@ -128,6 +130,7 @@ class FollowerFetcher:
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
+        self._stream.close()
         await self._channel.close()
 
     def _delay(self, tp: TopicPartition, reason: str, error: ErrorCode | None = None) -> None:
@@ -147,14 +150,12 @@ class FollowerFetcher:
         while True:
             try:
                 worked = await self._one_round()
-            except grpc.aio.AioRpcError as exc:
+            except (grpc.aio.AioRpcError, FetchStreamError) as exc:
+                error = exc.reason if isinstance(exc, FetchStreamError) else exc.code().name
                 slog.event(
-                    "follower_fetch_failed",
-                    logging.WARNING,
-                    leader=self.leader_id,
-                    address=self.address,
-                    error=exc.code().name,
-                )
+                    "follower_fetch_failed", logging.WARNING, leader=self.leader_id,
+                    address=self.address, error=error,
+                )  # fmt: skip
                 for tp in list(self.states):
                     self._delay(tp, "request_failed")
                 worked = False
@@ -288,7 +289,7 @@ class FollowerFetcher:
             partition_max_bytes=self.partition_max_bytes,
         )
         try:
-            response = await self._stub.Fetch(request, timeout=self.timeout_s)
+            response = await self._stream.fetch(request, self.timeout_s)
         except BaseException:
             self.session.on_failure()
             raise

@@ -8,6 +8,7 @@ is logged and answered with UNKNOWN_SERVER_ERROR, and the broker keeps serving.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import AsyncIterator
 from typing import Any
 
 from broker.fetch_session_cache import FINAL_EPOCH
@@ -69,6 +70,17 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
             return broker_pb2.FetchResponse(error_code=error_to_wire(code))
 
         return await guarded(self.rm, "Fetch", self._fetch(request), failed)
+
+    async def FetchStream(  # noqa: N802
+        self, requests: AsyncIterator[Any], context: Any
+    ) -> AsyncIterator[broker_pb2.FetchResponse]:
+        """Fetch, one answer per request on a follower's long-lived stream."""
+
+        def failed(code: ErrorCode) -> broker_pb2.FetchResponse:
+            return broker_pb2.FetchResponse(error_code=error_to_wire(code))
+
+        async for request in requests:
+            yield await guarded(self.rm, "Fetch", self._fetch(request), failed)
 
     async def _fetch(self, request: Any) -> broker_pb2.FetchResponse:
         parts = []

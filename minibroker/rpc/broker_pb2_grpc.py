@@ -44,6 +44,11 @@ class BrokerStub:
                 request_serializer=minibroker_dot_rpc_dot_broker__pb2.FetchRequest.SerializeToString,
                 response_deserializer=minibroker_dot_rpc_dot_broker__pb2.FetchResponse.FromString,
                 _registered_method=True)
+        self.FetchStream = channel.stream_stream(
+                '/minibroker.v1.Broker/FetchStream',
+                request_serializer=minibroker_dot_rpc_dot_broker__pb2.FetchRequest.SerializeToString,
+                response_deserializer=minibroker_dot_rpc_dot_broker__pb2.FetchResponse.FromString,
+                _registered_method=True)
         self.ListOffsets = channel.unary_unary(
                 '/minibroker.v1.Broker/ListOffsets',
                 request_serializer=minibroker_dot_rpc_dot_broker__pb2.ListOffsetsRequest.SerializeToString,
@@ -77,6 +82,15 @@ class BrokerServicer:
 
     def Fetch(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FetchStream(self, request_iterator, context):
+        """A follower's fetches to one leader on one long-lived stream: each FetchRequest written is
+        answered by exactly one FetchResponse, in order, with the same meaning as Fetch; one
+        outstanding request at a time. Saves a call's setup per round trip.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -117,6 +131,11 @@ def add_BrokerServicer_to_server(servicer, server):
             ),
             'Fetch': grpc.unary_unary_rpc_method_handler(
                     servicer.Fetch,
+                    request_deserializer=minibroker_dot_rpc_dot_broker__pb2.FetchRequest.FromString,
+                    response_serializer=minibroker_dot_rpc_dot_broker__pb2.FetchResponse.SerializeToString,
+            ),
+            'FetchStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.FetchStream,
                     request_deserializer=minibroker_dot_rpc_dot_broker__pb2.FetchRequest.FromString,
                     response_serializer=minibroker_dot_rpc_dot_broker__pb2.FetchResponse.SerializeToString,
             ),
@@ -193,6 +212,33 @@ class Broker:
             request,
             target,
             '/minibroker.v1.Broker/Fetch',
+            minibroker_dot_rpc_dot_broker__pb2.FetchRequest.SerializeToString,
+            minibroker_dot_rpc_dot_broker__pb2.FetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/minibroker.v1.Broker/FetchStream',
             minibroker_dot_rpc_dot_broker__pb2.FetchRequest.SerializeToString,
             minibroker_dot_rpc_dot_broker__pb2.FetchResponse.FromString,
             options,

@@ -94,6 +94,31 @@ def _guard_stream(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethod
     )
 
 
+def _guard_bidi(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    inner: Callable[[Any, Any], AsyncIterator[Any]] = handler.stream_stream
+
+    async def checked(requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+        async for request in requests:
+            if isinstance(request, _Undecodable):  # the stream ends: its order is lost
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _message(method, request.why))
+            yield request
+
+    async def bidi(requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+        try:
+            async for item in inner(checked(requests, context), context):
+                yield item
+        except (grpc.aio.AbortError, grpc.aio.UsageError):
+            raise
+        except Exception as exc:
+            await context.abort(grpc.StatusCode.INTERNAL, _failed(method, exc))
+
+    return grpc.stream_stream_rpc_method_handler(
+        bidi,
+        request_deserializer=_safe(handler.request_deserializer),
+        response_serializer=handler.response_serializer,
+    )
+
+
 class RequestGuard(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Wraps each method's handler once, the first time the method is called. One guard per
     server: it keeps that server's handlers (a broker's listeners each have their own)."""
@@ -116,6 +141,8 @@ class RequestGuard(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 guarded = _guard_unary(method, handler)
             elif handler.unary_stream is not None:
                 guarded = _guard_stream(method, handler)
+        elif handler is not None and handler.stream_stream is not None:
+            guarded = _guard_bidi(method, handler)
         if handler is not None:  # unknown methods are looked up again (gRPC: UNIMPLEMENTED)
             self._guarded[method] = guarded
         return guarded
