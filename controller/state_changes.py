@@ -1,6 +1,7 @@
-"""How the controller changes partition state (reference §1.5, §5.5, §5.6): read the state znode
-afresh, decide with controller.logic, write it conditionally and fenced by /controller_epoch's
-zkVersion, retry on BADVERSION, and queue the LeaderAndIsr + UpdateMetadata that announce it.
+"""How the controller changes partition state (reference §1.5, §5.5, §5.6): decide with
+controller.logic from the state it holds (or reads), write it conditionally and fenced by
+/controller_epoch's zkVersion, read afresh and retry on BADVERSION, and queue the LeaderAndIsr +
+UpdateMetadata that announce it.
 The event handlers in controller.operations build on these."""
 
 from __future__ import annotations
@@ -57,19 +58,30 @@ class StateChanges:
 
         Each round reads and writes all partitions still to do in one pipelined batch (Kafka's
         updateLeaderAndIsr also sends all of a batch's writes at once): a broker's 333
-        leaderships move in a few round trips' time, not a thousand."""
+        leaderships move in a few round trips' time, not a thousand.
+
+        The first round decides from the states this controller last read or wrote, with their
+        zkVersions, and reads only those it has none of: a write conditional on the version
+        succeeds only if the znode is still what was decided from, and a BADVERSION (a leader
+        changed the ISR since) sends that partition to the next round, which reads; so does a
+        cached state from which nothing needs to change. Half the ZooKeeper operations when
+        nothing changed underneath, as after a broker's death."""
         order = {tp: i for i, tp in enumerate(tps)}
         pending = list(order)
         changed: list[TopicPartition] = []
-        for _attempt in range(MAX_WRITE_ATTEMPTS):
+        for attempt in range(MAX_WRITE_ATTEMPTS):
             if not pending:
                 break
-            fresh = await asyncio.to_thread(self.store.read_partition_states, pending)
+            cached = {}
+            if attempt == 0:
+                cached = {tp: self.ctx.states[tp] for tp in pending if tp in self.ctx.states}
+            fresh = dict(cached)
+            unknown = [tp for tp in pending if tp not in cached]
+            if unknown:
+                fresh.update(await asyncio.to_thread(self.store.read_partition_states, unknown))
             writes = []
-            for tp in pending:
-                state = fresh.get(tp)
-                if state is None:
-                    continue
+            pending = []
+            for tp, state in fresh.items():
                 if state.controller_epoch > self.ctx.epoch:
                     slog.event(
                         "state_change_failed",
@@ -79,14 +91,15 @@ class StateChanges:
                     )
                     continue
                 new = decide(tp, state)
-                if new is None:
+                if new is not None:
+                    writes.append((tp, new, state.zk_version))
+                elif tp in cached:
+                    pending.append(tp)  # "nothing to do" only holds for what ZooKeeper has
+                else:
                     self.ctx.states[tp] = state
-                    continue
-                writes.append((tp, new, state.zk_version))
             versions = await asyncio.to_thread(
                 self.store.set_partition_states_fenced, self.ctx.epoch_zk_version, writes
             )
-            pending = []
             for tp, new, _expected in writes:
                 version = versions[tp]
                 if version is None:
@@ -181,6 +194,8 @@ class StateChanges:
                 return None
             if out.unclean:
                 unclean.add(tp)
+            else:  # decided again after a BADVERSION
+                unclean.discard(tp)
             return out.state
 
         started = time.perf_counter()

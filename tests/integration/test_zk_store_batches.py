@@ -4,16 +4,21 @@ failed /controller_epoch check anywhere in a batch is ControllerMoved (reference
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
+from controller.state_changes import StateChanges
 from minibroker import localcluster
 from minibroker.core.types import LeaderAndIsr, TopicPartition
 from minibroker.core.zk_layout import ControllerEpochZNode, TopicPartitionStateZNode
 from minibroker.runtime import zk_server
+from minibroker.runtime.settings import Settings
 from minibroker.runtime.waiting import wait_until
 from minibroker.runtime.zk_store import ControllerMoved, ZkStore
 
@@ -116,3 +121,50 @@ def test_pipelined_data_watches_see_every_change_deletion_and_recreation(zk: ZkS
     wait_until(lambda: paths[0] in seen and seen[paths[0]] is None, timeout_s=10, what="gone")
     zk.create(paths[0], b"back")
     wait_until(lambda: seen.get(paths[0]) == b"back", timeout_s=10, what="recreated")
+
+
+class _CountingStore:
+    """The real store, counting the state znodes read."""
+
+    def __init__(self, store: ZkStore) -> None:
+        self.store = store
+        self.read: list[TopicPartition] = []
+
+    def read_partition_states(
+        self, tps: list[TopicPartition]
+    ) -> dict[TopicPartition, LeaderAndIsr]:
+        self.read += tps
+        return self.store.read_partition_states(tps)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.store, name)
+
+
+def test_the_controller_writes_from_its_cached_states_and_reads_only_what_moved(
+    zk: ZkStore,
+) -> None:
+    versions = zk.create_partition_states_fenced(0, {tp: _state(1) for tp in TPS})
+    counting = _CountingStore(zk)
+    settings = Settings.load(profile="demo", environ={})
+    changes = StateChanges(cast(Any, counting), settings, 1, cast(Any, None), cast(Any, None))
+    changes.ctx.epoch, changes.ctx.epoch_zk_version = 1, 0
+    changes.ctx.states = {
+        tp: replace(_state(1), zk_version=v) for tp, v in versions.items() if v is not None
+    }
+    assert len(changes.ctx.states) == len(TPS)
+    # A leader shrank the ISR of TPS[3] behind the controller's back: its cache is stale.
+    moved = zk.set_partition_states_fenced(0, [(TPS[3], replace(_state(1), isr=(1,)), 0)])
+    assert moved == {TPS[3]: 1}
+    decided_from: dict[TopicPartition, list[tuple[int, ...]]] = {}
+
+    def decide(tp: TopicPartition, fresh: LeaderAndIsr) -> LeaderAndIsr:
+        decided_from.setdefault(tp, []).append(tuple(fresh.isr))
+        return replace(fresh, leader=2, leader_epoch=fresh.leader_epoch + 1)
+
+    changed = asyncio.run(changes._write_states(TPS, decide))
+    assert changed == TPS
+    assert counting.read == [TPS[3]]  # only the partition whose write met BADVERSION
+    assert decided_from[TPS[3]] == [(1, 2), (1,)]  # decided again from what ZooKeeper held
+    for tp, state in zk.read_partition_states(TPS).items():
+        assert (state.leader, state.leader_epoch) == (2, 1)
+        assert state.isr == ((1,) if tp == TPS[3] else (1, 2))
