@@ -12,7 +12,7 @@ from enum import Enum
 from typing import Generic, TypeVar
 
 from minibroker.core.errors import REFRESH_METADATA, RETRIABLE, ErrorCode
-from minibroker.core.records import HEADER_SIZE, NewRecord, build_batch
+from minibroker.core.records import HEADER_SIZE, RecordFields, build_batch
 from minibroker.core.types import TopicPartition
 
 H = TypeVar("H")
@@ -70,7 +70,7 @@ class ProducerBatch(Generic[H]):
 
     tp: TopicPartition
     created_ms: int
-    records: list[NewRecord] = field(default_factory=list)
+    records: list[RecordFields] = field(default_factory=list)
     handles: list[H] = field(default_factory=list)
     estimated_bytes: int = HEADER_SIZE
     full: bool = False
@@ -82,7 +82,7 @@ class ProducerBatch(Generic[H]):
     def build(self) -> bytes:
         """The batch's v2 bytes, built on first send and then kept for retries."""
         if self.payload is None:
-            base_ts = self.records[0].timestamp or 0
+            base_ts = self.records[0][3] or 0
             self.payload = build_batch(self.records, base_timestamp=base_ts)
         return self.payload
 
@@ -115,7 +115,7 @@ class RecordAccumulator(Generic[H]):
         return not q or not self._fits(q[-1], size)
 
     def append(
-        self, tp: TopicPartition, record: NewRecord, size: int, handle: H, now_ms: int
+        self, tp: TopicPartition, record: RecordFields, size: int, handle: H, now_ms: int
     ) -> bool:
         """Add a record to `tp`'s open batch, or open a new one (a record larger than
         batch_size gets a batch of its own, as in Kafka). True when a batch was opened or

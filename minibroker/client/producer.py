@@ -31,7 +31,7 @@ from minibroker.client.record_metadata import RecordMetadata
 from minibroker.client.requests import PartitionResult, produce_request, produce_results
 from minibroker.core.errors import ErrorCode
 from minibroker.core.partitioner import StickyPartition, next_sticky_partition, partition_for
-from minibroker.core.records import NewRecord
+from minibroker.core.records import RecordFields
 from minibroker.core.types import TopicPartition
 from minibroker.runtime import logging as slog
 from minibroker.runtime.clock import monotonic_ms, now_ms
@@ -155,9 +155,9 @@ class Producer:
             return fut
         if self._closed:
             raise ClientClosed("the producer is closed")
-        record = NewRecord(
-            key, value, tuple(headers), now_ms() if timestamp_ms is None else timestamp_ms
-        )
+        # A plain tuple, not a NewRecord: the collector forgets it (records.RecordFields).
+        ts = now_ms() if timestamp_ms is None else timestamp_ms
+        record: RecordFields = (key, value, tuple(headers), ts)
         if self._acc.append(tp, record, size, fut, monotonic_ms()):
             self._wake.set()
         return fut
@@ -381,7 +381,7 @@ class Producer:
         for i, (record, fut) in enumerate(zip(batch.records, batch.handles, strict=True)):
             if not fut.done():
                 offset = result.base_offset + i if result.base_offset >= 0 else -1
-                ts = append_time if append_time is not None else record.timestamp or 0
+                ts = append_time if append_time is not None else record[3] or 0
                 fut.set_result(RecordMetadata(tp.topic, tp.partition, offset, ts))
         self._progress.set()
 
