@@ -28,7 +28,7 @@ from typing import Any
 
 import grpc
 
-from bench.common import CpuMeter, Result, format_header, format_row, percentiles
+from bench.common import CpuMeter, FutureTally, Result, format_header, format_row, percentiles
 from bench.load_cluster import (
     TOPIC,
     Cluster,
@@ -226,20 +226,7 @@ async def client_built(
         await producer.send_and_wait(TOPIC, value)  # metadata and connections
         started = time.perf_counter()
         deadline = started + seconds
-        futures: list[asyncio.Future[Any]] = []
-        failed = 0
-
-        def settle() -> None:
-            # Count and drop the answered futures: a million kept alive would have Python's
-            # garbage collector scan them all, again and again, on the client's one core.
-            nonlocal failed, futures
-            pending = []
-            for f in futures:
-                if not f.done():
-                    pending.append(f)
-                elif f.exception() is not None:
-                    failed += 1
-            futures = pending
+        futures = FutureTally(SETTLE_EVERY)
 
         def acked(at: float) -> Callable[[asyncio.Future[Any]], None]:
             def done(future: asyncio.Future[Any]) -> None:
@@ -256,13 +243,11 @@ async def client_built(
             future = await producer.send(TOPIC, value)
             if sent % LATENCY_SAMPLE == 0:
                 future.add_done_callback(acked(now))
-            futures.append(future)
+            futures.add(future)
             sent += 1
-            if sent % SETTLE_EVERY == 0:
-                settle()
         await producer.flush()
         elapsed = time.perf_counter() - started
-        settle()
+        failed = futures.failed()
         if failed:
             raise RuntimeError(f"{failed} of {sent} records failed")
     mode = f"client {config.name} acks={acks_name(acks)}"
