@@ -88,13 +88,13 @@ led by each broker), RF 3, min.insync.replicas 2. *pre-built*: the same record b
 sent with Produce, 8 requests in flight per leader (the brokers' capacity); *peak* is a
 closed loop, *half* an open loop at half of the peak's request rate with latency from each
 request's scheduled time. *client*: the project's Producer fed one record at a time, with
-Kafka's defaults (16 KiB batches, linger 5 ms) or 256 KiB batches and linger 10 ms; latency
-from `send` to the acknowledgement (every 16th record), which at peak is mostly time
-queued in the producer's 32 MiB buffer. *end-to-end*: Producer at half of its peak rate and
-a Consumer in the same process, latency = fetched − sent (a record is fetchable once the
-high watermark passed it). *NATS R3*: 3 `nats-server` processes, a file-backed stream with 3
-replicas, nats-py publishing to the stream leader's server; *sync* awaits each ack,
-*async* keeps 256 acks pending.
+Kafka's defaults (16 KiB batches, linger 5 ms, 32 MiB buffer) or 256 KiB batches, linger
+10 ms and a 2 MiB buffer; latency from `send` to the acknowledgement (every 16th record),
+which at peak is mostly time queued in the producer's buffer. *end-to-end*: Producer at
+half of its peak rate and a Consumer in the same process, latency = fetched − sent (a
+record is fetchable once the high watermark passed it). *NATS R3*: 3 `nats-server`
+processes, a file-backed stream with 3 replicas, nats-py publishing to the stream leader's
+server; *sync* awaits each ack, *async* keeps 256 acks pending.
 
 {report.results_table([*raw, *mb, *nats])}
 
