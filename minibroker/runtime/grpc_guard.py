@@ -73,19 +73,25 @@ def _guard_unary(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodH
     )
 
 
+async def _relay(method: str, answers: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+    """A streaming handler's answers; an exception it lets escape becomes INTERNAL."""
+    try:
+        async for item in answers:
+            yield item
+    except (grpc.aio.AbortError, grpc.aio.UsageError):
+        raise
+    except Exception as exc:
+        await context.abort(grpc.StatusCode.INTERNAL, _failed(method, exc))
+
+
 def _guard_stream(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
     inner: Callable[[Any, Any], AsyncIterator[Any]] = handler.unary_stream
 
     async def stream(request: Any, context: Any) -> AsyncIterator[Any]:
         if isinstance(request, _Undecodable):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _message(method, request.why))
-        try:
-            async for item in inner(request, context):
-                yield item
-        except (grpc.aio.AbortError, grpc.aio.UsageError):
-            raise
-        except Exception as exc:
-            await context.abort(grpc.StatusCode.INTERNAL, _failed(method, exc))
+        async for item in _relay(method, inner(request, context), context):
+            yield item
 
     return grpc.unary_stream_rpc_method_handler(
         stream,
@@ -104,13 +110,8 @@ def _guard_bidi(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHa
             yield request
 
     async def bidi(requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
-        try:
-            async for item in inner(checked(requests, context), context):
-                yield item
-        except (grpc.aio.AbortError, grpc.aio.UsageError):
-            raise
-        except Exception as exc:
-            await context.abort(grpc.StatusCode.INTERNAL, _failed(method, exc))
+        async for item in _relay(method, inner(checked(requests, context), context), context):
+            yield item
 
     return grpc.stream_stream_rpc_method_handler(
         bidi,
