@@ -250,24 +250,41 @@ def _rebalance(zk: ZkStore, partitions: int, timeout_s: float) -> None:
         interval_s=0.25,
     )
 
+    def settled() -> bool:
+        # Followers move to the new leaders; one that lagged meanwhile left the ISR, and a
+        # controlled shutdown cannot move a leadership whose ISR has no one else.
+        states = read_states(zk, range(partitions))
+        return all(len(s.isr) == REPLICATION_FACTOR for s, _stat in states.values())
+
+    wait_until(settled, timeout_s=timeout_s, what="every ISR full again", interval_s=1.0)
+
 
 def _controlled_stop(
     state: localcluster.ClusterState, zk: ZkStore, partitions: int
 ) -> tuple[int, float, float]:
     """SIGTERM (controlled shutdown) to the broker leading the most partitions: how many it
-    led, and seconds from the signal until ZooKeeper has a new leader for every one of them
-    (the last state znode's mtime) and until the process exited."""
+    led, and seconds from the signal until the controller had written a new leader for every
+    one of them (its last `leader_elected` for them; the state znodes' mtimes move again with
+    the ISR removals that follow) and until the process exited."""
     victim, led = _busiest_leader(state, zk, partitions)
     victim_id = victim.id if victim.id is not None else NO_LEADER
+    scan = LogScan(state.by_role("controller"))
     stop_ms = wall_ms()
     localcluster.send(state, victim.name, "stop")  # returns once the process has exited
     exited_s = (wall_ms() - stop_ms) / 1000
+    wanted = {f"{TOPIC}-{p}" for p in led}
+    elected: dict[str, int] = {}
 
     def moved() -> int | None:
+        for _p, e in scan.new_events("leader_elected"):
+            if e.get("strategy") == "controlled_shutdown" and e["tp"] in wanted:
+                elected[e["tp"]] = int(e["ts"])
+        if len(elected) < len(wanted):
+            return None
         now = read_states(zk, led)
         if any(now[p][0].leader in (victim_id, NO_LEADER) for p in led):
             return None
-        return max(stat.mtime_ms for _s, stat in now.values())
+        return max(elected.values())
 
     last_ms = wait_until(moved, timeout_s=60, what="every leadership moved", interval_s=0.25)
     return len(led), (last_ms - stop_ms) / 1000, exited_s

@@ -137,8 +137,8 @@ def markdown(runs: Iterable[ScaleRun]) -> str:
         "in ISRs: the killed broker's restart until ZooKeeper has it in every ISR. Controlled "
         "shutdown, last, after a preferred replica election of every partition (leadership "
         "back to a third per broker, as Kafka's automatic rebalance would do): SIGTERM to the "
-        "broker then leading most partitions; moved = the last new leader's state znode mtime, "
-        "exited = the process gone.\n\n"
+        "broker then leading most partitions; moved = the controller's last leader_elected "
+        "for them, exited = the process gone.\n\n"
         f"{summary}\n\nIdle, {IDLE_WINDOW_S:.0f} s after a {SETTLE_S:.0f} s settle (100% = one "
         f"core):\n\n{per_process}"
     )
