@@ -66,21 +66,14 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
     # ---- Fetch -----------------------------------------------------------------------------
 
     async def Fetch(self, request: Any, context: Any) -> broker_pb2.FetchResponse:  # noqa: N802
-        def failed(code: ErrorCode) -> broker_pb2.FetchResponse:
-            return broker_pb2.FetchResponse(error_code=error_to_wire(code))
-
-        return await guarded(self.rm, "Fetch", self._fetch(request), failed)
+        return await guarded(self.rm, "Fetch", self._fetch(request), _fetch_failed)
 
     async def FetchStream(  # noqa: N802
         self, requests: AsyncIterator[Any], context: Any
     ) -> AsyncIterator[broker_pb2.FetchResponse]:
         """Fetch, one answer per request on a follower's long-lived stream."""
-
-        def failed(code: ErrorCode) -> broker_pb2.FetchResponse:
-            return broker_pb2.FetchResponse(error_code=error_to_wire(code))
-
         async for request in requests:
-            yield await guarded(self.rm, "Fetch", self._fetch(request), failed)
+            yield await guarded(self.rm, "Fetch", self._fetch(request), _fetch_failed)
 
     async def _fetch(self, request: Any) -> broker_pb2.FetchResponse:
         parts = []
@@ -314,3 +307,7 @@ def _produce_response(
             error_message=message,
         )
     return response
+
+
+def _fetch_failed(code: ErrorCode) -> broker_pb2.FetchResponse:
+    return broker_pb2.FetchResponse(error_code=error_to_wire(code))

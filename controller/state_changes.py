@@ -65,7 +65,8 @@ class StateChanges:
         succeeds only if the znode is still what was decided from, and a BADVERSION (a leader
         changed the ISR since) sends that partition to the next round, which reads; so does a
         cached state from which nothing needs to change. Half the ZooKeeper operations when
-        nothing changed underneath, as after a broker's death."""
+        nothing changed underneath, as after a broker's death. (Kafka's controller reads the
+        states first every time, reference §5.5; the conditional write makes the cache safe.)"""
         order = {tp: i for i, tp in enumerate(tps)}
         pending = list(order)
         changed: list[TopicPartition] = []
