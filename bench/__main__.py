@@ -9,6 +9,7 @@ from types import ModuleType
 
 from bench import dashboard, failover, minibroker_load, nats_peer, raw_grpc, scale, suite
 from bench.common import MissingDependency
+from minibroker.runtime.malloc_tuning import tune_malloc
 
 COMMANDS: dict[str, ModuleType] = {
     "all": suite,
@@ -31,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
         module.add_arguments(command)
         command.set_defaults(run=module.main)
     args = parser.parse_args(argv)
+    # The same allocator settings as the brokers', for the clients and the raw ceiling alike.
+    tune_malloc()
     try:
         args.run(args)
     except MissingDependency as e:

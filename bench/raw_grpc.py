@@ -23,6 +23,7 @@ from typing import Any
 import grpc
 
 from bench.common import HOST, CpuMeter, Result, format_header, format_row, percentiles, spawn, stop
+from minibroker.runtime.malloc_tuning import tune_malloc
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVICE = "bench.Echo"
@@ -269,6 +270,7 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--serve"]:
         # Started in its own process group: the terminal's Ctrl-C reaches the benchmark only,
         # which then closes this server's stdin.
+        tune_malloc()  # as the brokers do: the ceiling is measured with the same allocator
         asyncio.run(serve(echo="--echo" in sys.argv))
     else:
         parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -9,6 +9,7 @@ from typing import Any
 
 from broker.server import run_broker
 from minibroker.runtime import logging as slog
+from minibroker.runtime.malloc_tuning import tune_malloc
 from minibroker.runtime.program import (
     add_common_arguments,
     check_listeners,
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         return print_check("broker", settings)
     slog.setup(args.name or f"broker-{broker_id}")
+    tune_malloc()
     return asyncio.run(run_broker(settings))
 
 

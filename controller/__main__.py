@@ -9,6 +9,7 @@ from typing import Any
 
 from controller.server import run_controller
 from minibroker.runtime import logging as slog
+from minibroker.runtime.malloc_tuning import tune_malloc
 from minibroker.runtime.program import (
     add_common_arguments,
     check_listeners,
@@ -51,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         return print_check("controller", settings)
     slog.setup(args.name or f"controller-{controller_id}")
+    tune_malloc()
     return asyncio.run(run_controller(settings))
 
 

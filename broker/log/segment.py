@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from broker.log.index import OffsetIndex
 from broker.log.store import SegmentStore
@@ -42,11 +43,12 @@ class Segment:
     def empty(cls, base_offset: int, index_interval_bytes: int) -> Segment:
         return cls(base_offset, OffsetIndex(base_offset, index_interval_bytes), 0, base_offset)
 
-    @property
+    # Names made once: every read and append of the segment asks for them.
+    @cached_property
     def log_name(self) -> str:
         return segment_file_name(self.base_offset)
 
-    @property
+    @cached_property
     def index_name(self) -> str:
         return index_file_name(self.base_offset)
 

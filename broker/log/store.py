@@ -90,9 +90,14 @@ class FileSegmentStore:
         # Files created since the directory was last fsynced: a new file's directory entry is
         # not durable until then, so the first flush of such a file also syncs the directory.
         self._new_names: set[str] = set()
+        self._paths: dict[str, str] = {}
 
     def _path(self, name: str) -> str:
-        return str(self.directory / name)
+        # Cached: building a Path per read and append showed in the profiles (~8% of the loop).
+        path = self._paths.get(name)
+        if path is None:
+            path = self._paths[name] = str(self.directory / name)
+        return path
 
     def _borrow(self, name: str, *, create: bool) -> AbstractContextManager[Borrowed | None]:
         return self._pool.borrow(self._path(name), create=create)
@@ -136,9 +141,11 @@ class FileSegmentStore:
         self._new_names.discard(name)
 
     def delete(self, name: str) -> None:
-        self._pool.forget(self._path(name))
+        path = self._path(name)
+        self._pool.forget(path)
         self._new_names.discard(name)
-        Path(self._path(name)).unlink(missing_ok=True)
+        self._paths.pop(name, None)
+        Path(path).unlink(missing_ok=True)
 
     def flush(self, name: str) -> None:
         with self._borrow(name, create=False) as f:

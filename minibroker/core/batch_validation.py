@@ -137,16 +137,23 @@ def stamp(
     data: bytes, headers: Sequence[BatchHeader], *, next_offset: int, epoch: int
 ) -> StampedBatches:
     """The batches with consecutive offsets from `next_offset` and the leader's epoch. Only
-    bytes outside the CRC'd range change, as in Kafka's in-place assignment."""
-    out = bytearray(data)
-    stamped = []
+    bytes outside the CRC'd range change, as in Kafka's in-place assignment. The stamped copy
+    is made in one pass from the unchanged slices and the new fields: a mutable copy first
+    costs a second megabyte-sized buffer per produced megabyte."""
+    view = memoryview(data)
+    parts: list[bytes | memoryview] = []
+    position = 0
     offset = next_offset
     for h in headers:
-        _STAMP.pack_into(out, h.position, offset)
-        _EPOCH.pack_into(out, h.position + 12, epoch)
-        stamped.append(read_header(out, h.position))
+        parts.append(view[position : h.position])
+        parts.append(_STAMP.pack(offset))
+        parts.append(view[h.position + 8 : h.position + 12])  # the batch length, unchanged
+        parts.append(_EPOCH.pack(epoch))
+        position = h.position + 16
         offset += h.last_offset_delta + 1
-    return StampedBatches(bytes(out), tuple(stamped))
+    parts.append(view[position:])
+    out = b"".join(parts)
+    return StampedBatches(out, tuple(read_header(out, h.position) for h in headers))
 
 
 def validate_and_stamp(
