@@ -43,6 +43,9 @@ class Result:
     load: str = "peak"
     cpu_s: float | None = None  # CPU time of every process involved (client and servers)
     fetches_per_request: float | None = None  # follower Fetch RPCs per Produce, all brokers
+    # Seconds from the first send until every follower held every record (closed loops of a
+    # replicated topic): with acks=1 the leader can acknowledge faster than its followers copy.
+    replicated_s: float | None = None
 
     @property
     def records(self) -> int:
@@ -55,6 +58,12 @@ class Result:
     @property
     def bytes_per_s(self) -> float:
         return self.records * self.record_bytes / self.seconds
+
+    @property
+    def replicated_per_s(self) -> float | None:
+        """Records per second the cluster sustains replicated: `records_per_s` over the time
+        until the followers had them all."""
+        return None if self.replicated_s is None else self.records / self.replicated_s
 
     @property
     def mb_per_s(self) -> float:
@@ -83,7 +92,7 @@ def percentiles(latencies_ms: list[float]) -> tuple[float | None, float | None, 
 def format_header() -> str:
     return (
         f"{'system':<10} {'mode':<18} {'record':>6} {'batch':>6} {'records/s':>12} {'MB/s':>8} "
-        f"{'load':>5} {'p50 ms':>9} {'p99 ms':>9} {'p999 ms':>9}"
+        f"{'load':>5} {'p50 ms':>9} {'p99 ms':>9} {'p999 ms':>9} {'replicated/s':>13}"
     )
 
 
@@ -94,7 +103,8 @@ def format_row(r: Result) -> str:
     return (
         f"{r.system:<10} {r.mode:<18} {r.record_bytes:>6} {r.records_per_message:>6} "
         f"{r.records_per_s:>12,.0f} {r.mb_per_s:>8.1f} {r.load:>5} {ms(r.p50_ms)} "
-        f"{ms(r.p99_ms)} {ms(r.p999_ms)}"
+        f"{ms(r.p99_ms)} {ms(r.p999_ms)} "
+        + (f"{r.replicated_per_s:>13,.0f}" if r.replicated_per_s is not None else f"{'-':>13}")
     )
 
 

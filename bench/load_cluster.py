@@ -3,8 +3,10 @@ led, and the brokers' own request counters read from their Prometheus metrics.""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import tempfile
+import time
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -109,3 +111,28 @@ def request_counts(state: localcluster.ClusterState) -> dict[str, float]:
                 kind = line.split('request="', 1)[1].split('"', 1)[0]
                 counts[kind] = counts.get(kind, 0.0) + float(line.rsplit(" ", 1)[1])
     return counts
+
+
+async def followers_behind(channels: Sequence[grpc.aio.Channel], topic: str) -> int:
+    """Records the followers still lack, summed over the topic's partitions led through
+    `channels`: each leader's log end offset minus each follower's latest fetch offset."""
+    behind = 0
+    for channel in channels:
+        stub = broker_pb2_grpc.BrokerStub(channel)
+        response = await stub.DescribeBroker(broker_pb2.DescribeBrokerRequest(), timeout=10)
+        for p in response.partitions:
+            if p.is_leader and p.topic == topic:
+                behind += sum(p.log_end_offset - r.log_end_offset for r in p.remote_replicas)
+    return behind
+
+
+async def wait_replicated(
+    channels: Sequence[grpc.aio.Channel], topic: str, timeout_s: float = 120.0
+) -> float:
+    """Seconds until every follower holds every record its leader has (polled every 20 ms)."""
+    started = time.perf_counter()
+    while await followers_behind(channels, topic) > 0:
+        if time.perf_counter() - started > timeout_s:
+            raise TimeoutError(f"the followers of {topic} did not catch up in {timeout_s:g} s")
+        await asyncio.sleep(0.02)
+    return time.perf_counter() - started

@@ -4,8 +4,10 @@ controller, measured from one client process.
 - **pre-built**: the same record batch bytes sent again and again with Produce (the broker's
   capacity: the client does no per-record work), `in_flight` requests per partition leader;
   acks=1 and acks=all, 100 B and 1 KiB records, batches of 1, 100 and 1000 records. Latency at
-  peak (closed loop) and at half of the peak's request rate (open loop, measured from each
-  request's scheduled send time, so a stall counts for every request it delays).
+  peak (closed loop) and at half of the rate the cluster sustains replicated (the peak's
+  records over the time until every follower held them; open loop, started once they caught
+  up, latency measured from each request's scheduled send time, so a stall counts for every
+  request it delays).
 - **client-built**: the project's Producer fed one record at a time (`send`), batching with its
   defaults (linger 5 ms, 16 KiB batches): what an application gets end to end.
 - **end to end**: a Producer at half of its peak rate and a Consumer in the same process;
@@ -35,6 +37,7 @@ from bench.load_cluster import (
     add_topic,
     request_counts,
     running_cluster,
+    wait_replicated,
 )
 from minibroker.client.consumer import Consumer
 from minibroker.client.producer import Producer
@@ -163,10 +166,16 @@ async def pre_built(
     try:
         targets = _Targets.open(channels, cluster, acks, batch)
         await _closed_loop(targets, min(1.0, seconds), in_flight)  # warm-up: connections, caches
+        leaders = list(channels.values())
+        await wait_replicated(leaders, cluster.topic)
         meter = CpuMeter([p.pid for p in cluster.state.processes if p.pid] + [os.getpid()])
         before = request_counts(cluster.state)
         meter.start()
         messages, latencies, elapsed = await _closed_loop(targets, seconds, in_flight)
+        # The followers' backlog is part of the peak: with acks=1 the leaders acknowledge
+        # faster than their followers copy, and a half-load phase started on that backlog
+        # would measure the peak's leftovers (bench/profiles/half-load.md §5).
+        replicated_s = elapsed + await wait_replicated(leaders, cluster.topic)
         cpu_s = meter.stop()
         after = request_counts(cluster.state)
         produces = after.get("Produce", 0) - before.get("Produce", 0)
@@ -177,13 +186,18 @@ async def pre_built(
         peak = Result(
             SYSTEM, mode, record_bytes, records_per_batch, messages, elapsed,
             *percentiles(latencies), load="peak", cpu_s=cpu_s, fetches_per_request=per_request,
+            replicated_s=replicated_s,
         )  # fmt: skip
+        # Half of the rate the cluster sustains replicated: above it (acks=1 at the leaders'
+        # own peak) the followers fall further behind for as long as it lasts.
         meter.start()
-        messages, latencies, elapsed = await _open_loop(targets, seconds, messages / elapsed / 2)
+        rate = messages / replicated_s / 2
+        messages, latencies, elapsed = await _open_loop(targets, seconds, rate)
         half = Result(
             SYSTEM, mode, record_bytes, records_per_batch, messages, elapsed,
             *percentiles(latencies), load="half", cpu_s=meter.stop(),
         )  # fmt: skip
+        await wait_replicated(leaders, cluster.topic)  # the next case starts on a quiet cluster
     finally:
         for channel in channels.values():
             await channel.close()

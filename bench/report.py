@@ -69,17 +69,23 @@ def _cpu(value: float | None) -> str:
 
 
 def _cores(r: Result) -> str:
-    """CPU time of every process involved over the run's wall time (2.0 = both cores busy)."""
-    return "–" if r.cpu_s is None else f"{r.cpu_s / r.seconds:.2f}"
+    """CPU time of every process involved over the run's wall time, the followers' catching
+    up included where measured (2.0 = both cores busy)."""
+    return "–" if r.cpu_s is None else f"{r.cpu_s / (r.replicated_s or r.seconds):.2f}"
+
+
+def _replicated(r: Result) -> str:
+    return "–" if r.replicated_per_s is None else f"{r.replicated_per_s:,.0f}"
 
 
 def results_table(results: Sequence[Result]) -> str:
     return md_table(
-        ["system", "mode", "record B", "records/msg", "load", "records/s", "MB/s", "p50 ms",
-         "p99 ms", "p99.9 ms", "CPU ms/MB", "CPU cores", "fetches/produce"],
+        ["system", "mode", "record B", "records/msg", "load", "records/s", "replicated/s", "MB/s",
+         "p50 ms", "p99 ms", "p99.9 ms", "CPU ms/MB", "CPU cores", "fetches/produce"],
         (
             [r.system, r.mode, r.record_bytes, r.records_per_message, r.load,
-             f"{r.records_per_s:,.0f}", f"{r.mb_per_s:.1f}", _ms(r.p50_ms), _ms(r.p99_ms),
+             f"{r.records_per_s:,.0f}", _replicated(r), f"{r.mb_per_s:.1f}", _ms(r.p50_ms),
+             _ms(r.p99_ms),
              _ms(r.p999_ms), _cpu(r.cpu_ms_per_mb), _cores(r), _cpu(r.fetches_per_request)]
             for r in results
         ),

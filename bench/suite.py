@@ -80,19 +80,21 @@ def throughput_sections(
     return [
         Section(
             "Throughput and latency: raw gRPC limit, minibroker, NATS JetStream R3",
-            f"""{seconds:g} s per row. *raw gRPC*: a Python gRPC server process answering each
-payload with an 8-byte ack (no broker behind it), unary with 8 calls in flight, one bidi
-stream with 64 unacknowledged messages, one client stream: the single-hop ceiling.
-*minibroker*: 3 broker processes, a controller and ZooKeeper, topic of 3 partitions (one
-led by each broker), RF 3, min.insync.replicas 2. *pre-built*: the same record batch bytes
-sent with Produce, 8 requests in flight per leader (the brokers' capacity); *peak* is a
-closed loop, *half* an open loop at half of the peak's request rate with latency from each
-request's scheduled time. *client*: the project's Producer fed one record at a time, with
-Kafka's defaults (16 KiB batches, linger 5 ms, 32 MiB buffer) or 256 KiB batches, linger
-10 ms and a 2 MiB buffer; latency from `send` to the acknowledgement (every 16th record),
-which at peak is mostly time queued in the producer's buffer. *end-to-end*: Producer at
-half of its peak rate and a Consumer in the same process, latency = fetched − sent (a
-record is fetchable once the high watermark passed it). *NATS R3*: 3 `nats-server`
+            f"""{seconds:g} s per row. *raw gRPC*: a Python gRPC server process answering
+each payload with an 8-byte ack (no broker behind it), unary with 8 calls in flight, one
+bidi stream with 64 unacknowledged messages, one client stream: the single-hop ceiling.
+*minibroker*: 3 broker processes, a controller and ZooKeeper, topic of 3 partitions (one led
+by each broker), RF 3, min.insync.replicas 2. *pre-built*: the same record batch bytes sent
+with Produce, 8 requests in flight per leader (the brokers' capacity); *peak* is a closed
+loop; *replicated/s* counts its records over the time until every follower held them (with
+acks=1 the leaders acknowledge faster than their followers copy large batches); *half* is an
+open loop at half of that replicated rate, started once the followers caught up, with
+latency from each request's scheduled time. *client*: the project's Producer fed one record
+at a time, with Kafka's defaults (16 KiB batches, linger 5 ms, 32 MiB buffer) or 256 KiB
+batches, linger 10 ms and a 2 MiB buffer; latency from `send` to the acknowledgement (every
+16th record), which at peak is mostly time queued in the producer's buffer. *end-to-end*:
+Producer at half of its peak rate and a Consumer in the same process, latency = fetched −
+sent (a record is fetchable once the high watermark passed it). *NATS R3*: 3 `nats-server`
 processes, a file-backed stream with 3 replicas, nats-py publishing to the stream leader's
 server; *sync* awaits each ack, *async* keeps 256 acks pending.
 
