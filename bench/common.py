@@ -4,14 +4,12 @@ free loopback ports and child processes that never outlive the benchmark.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import statistics
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from minibroker import localcluster
 
@@ -129,38 +127,6 @@ def rss_mb(pid: int) -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return 0.0
-
-
-class FutureTally:
-    """The futures of records sent, swept every `every` additions: the answered ones are
-    counted and dropped, so that a run does not keep a million alive for Python's garbage
-    collector to scan again and again on the client's one core."""
-
-    def __init__(self, every: int) -> None:
-        self._every = every
-        self._pending: list[asyncio.Future[Any]] = []
-        self._failed = 0
-        self._added = 0
-
-    def add(self, future: asyncio.Future[Any]) -> None:
-        self._pending.append(future)
-        self._added += 1
-        if self._added % self._every == 0:
-            self._sweep()
-
-    def failed(self) -> int:
-        """How many failed, once every future is answered (call after a flush)."""
-        self._sweep()
-        return self._failed
-
-    def _sweep(self) -> None:
-        pending = []
-        for f in self._pending:
-            if not f.done():
-                pending.append(f)
-            elif f.exception() is not None:
-                self._failed += 1
-        self._pending = pending
 
 
 class CpuMeter:

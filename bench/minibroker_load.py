@@ -26,11 +26,10 @@ import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import grpc
 
-from bench.common import CpuMeter, FutureTally, Result, format_header, format_row, percentiles
+from bench.common import CpuMeter, Result, format_header, format_row, percentiles
 from bench.load_cluster import (
     TOPIC,
     Cluster,
@@ -39,16 +38,13 @@ from bench.load_cluster import (
     running_cluster,
     wait_replicated,
 )
+from bench.produce_loops import Targets, closed_loop, open_loop
 from minibroker.client.consumer import Consumer
 from minibroker.client.producer import Producer
+from minibroker.client.record_future import RecordFuture
 from minibroker.core.records import NewRecord, build_batch
 from minibroker.core.types import TopicPartition
-from minibroker.rpc import broker_pb2
 
-OPTIONS = [
-    ("grpc.max_send_message_length", 64 << 20),
-    ("grpc.max_receive_message_length", 64 << 20),
-]
 RECORD_SIZES = (100, 1024)
 BATCHES = (1, 100, 1000)
 ACKS = (1, -1)
@@ -56,98 +52,10 @@ SYSTEM = "minibroker"
 # The Producer cases time every 16th record: a callback on each would cost the client as much
 # as the send itself (as Kafka's producer-perf-test, the latency is a sample).
 LATENCY_SAMPLE = 16
-SETTLE_EVERY = 20_000  # records between two sweeps of the answered futures
 
 
 def acks_name(acks: int) -> str:
     return "all" if acks == -1 else str(acks)
-
-
-def produce_request(
-    acks: int, topic: str, partition: int, batch: bytes
-) -> broker_pb2.ProduceRequest:
-    request = broker_pb2.ProduceRequest(acks=acks, timeout_ms=30_000)
-    request.topics.add(name=topic).partitions.add(partition_index=partition, records=batch)
-    return request
-
-
-def _check(response: Any) -> None:
-    for topic in response.responses:
-        for p in topic.partitions:
-            if p.error_code != 0:
-                raise RuntimeError(f"produce failed with error {p.error_code}: {p.error_message}")
-
-
-@dataclass
-class _Targets:
-    """One channel and one pre-serialized request per partition leader."""
-
-    calls: list[tuple[Callable[..., Any], bytes]]
-
-    @classmethod
-    def open(
-        cls, channels: dict[str, grpc.aio.Channel], cluster: Cluster, acks: int, batch: bytes
-    ) -> _Targets:
-        calls = []
-        for partition, address in sorted(cluster.leaders.items()):
-            if address not in channels:
-                channels[address] = grpc.aio.insecure_channel(address, options=OPTIONS)
-            # Raw bytes both ways: the request is serialized once, as a real client's batch is
-            # built once; only the (small) response is parsed.
-            call = channels[address].unary_unary(
-                "/minibroker.v1.Broker/Produce",
-                request_serializer=None,
-                response_deserializer=broker_pb2.ProduceResponse.FromString,
-            )
-            request = produce_request(acks, cluster.topic, partition, batch)
-            calls.append((call, request.SerializeToString()))
-        return cls(calls)
-
-
-async def _closed_loop(
-    targets: _Targets, seconds: float, in_flight: int
-) -> tuple[int, list[float], float]:
-    latencies: list[float] = []
-    started = time.perf_counter()
-    deadline = started + seconds
-
-    async def worker(call: Callable[..., Any], request: bytes) -> None:
-        while time.perf_counter() < deadline:
-            sent = time.perf_counter()
-            _check(await call(request, timeout=60))
-            latencies.append((time.perf_counter() - sent) * 1000)
-
-    await asyncio.gather(*(worker(c, r) for c, r in targets.calls for _ in range(in_flight)))
-    return len(latencies), latencies, time.perf_counter() - started
-
-
-async def _open_loop(
-    targets: _Targets, seconds: float, rate_per_s: float
-) -> tuple[int, list[float], float]:
-    """Requests at a fixed total rate, spread over the leaders in turn; latency from each
-    request's scheduled time (no coordinated omission)."""
-    latencies: list[float] = []
-    pending: set[asyncio.Task[None]] = set()
-    interval = 1.0 / rate_per_s
-    started = time.perf_counter()
-    count = int(seconds * rate_per_s)
-
-    async def one(call: Callable[..., Any], request: bytes, scheduled: float) -> None:
-        _check(await call(request, timeout=60))
-        latencies.append((time.perf_counter() - scheduled) * 1000)
-
-    for i in range(count):
-        scheduled = started + i * interval
-        delay = scheduled - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        call, request = targets.calls[i % len(targets.calls)]
-        task = asyncio.create_task(one(call, request, scheduled))
-        pending.add(task)
-        task.add_done_callback(pending.discard)
-    if pending:
-        await asyncio.gather(*pending)
-    return len(latencies), latencies, time.perf_counter() - started
 
 
 async def pre_built(
@@ -164,14 +72,14 @@ async def pre_built(
     )
     channels: dict[str, grpc.aio.Channel] = {}
     try:
-        targets = _Targets.open(channels, cluster, acks, batch)
-        await _closed_loop(targets, min(1.0, seconds), in_flight)  # warm-up: connections, caches
+        targets = Targets.open(channels, cluster, acks, batch)
+        await closed_loop(targets, min(1.0, seconds), in_flight)  # warm-up: connections, caches
         leaders = list(channels.values())
         await wait_replicated(leaders, cluster.topic)
         meter = CpuMeter([p.pid for p in cluster.state.processes if p.pid] + [os.getpid()])
         before = request_counts(cluster.state)
         meter.start()
-        messages, latencies, elapsed = await _closed_loop(targets, seconds, in_flight)
+        messages, latencies, elapsed = await closed_loop(targets, seconds, in_flight)
         # The followers' backlog is part of the peak: with acks=1 the leaders acknowledge
         # faster than their followers copy, and a half-load phase started on that backlog
         # would measure the peak's leftovers (bench/profiles/half-load.md §5).
@@ -192,7 +100,7 @@ async def pre_built(
         # own peak) the followers fall further behind for as long as it lasts.
         meter.start()
         rate = messages / replicated_s / 2
-        messages, latencies, elapsed = await _open_loop(targets, seconds, rate)
+        messages, latencies, elapsed = await open_loop(targets, seconds, rate)
         half = Result(
             SYSTEM, mode, record_bytes, records_per_batch, messages, elapsed,
             *percentiles(latencies), load="half", cpu_s=meter.stop(),
@@ -245,10 +153,10 @@ async def client_built(
         await producer.send_and_wait(TOPIC, value)  # metadata and connections
         started = time.perf_counter()
         deadline = started + seconds
-        futures = FutureTally(SETTLE_EVERY)
+        errors_before = producer.metrics.record_error_total
 
-        def acked(at: float) -> Callable[[asyncio.Future[Any]], None]:
-            def done(future: asyncio.Future[Any]) -> None:
+        def acked(at: float) -> Callable[[RecordFuture], None]:
+            def done(future: RecordFuture) -> None:
                 if future.exception() is None:
                     latencies.append((time.perf_counter() - at) * 1000)
 
@@ -262,11 +170,12 @@ async def client_built(
             future = await producer.send(TOPIC, value)
             if sent % LATENCY_SAMPLE == 0:
                 future.add_done_callback(acked(now))
-            futures.add(future)
             sent += 1
         await producer.flush()
         elapsed = time.perf_counter() - started
-        failed = futures.failed()
+        # Counted by the producer, as Kafka's record-error-total: keeping every future to
+        # look at it afterwards cost the client's one core more than the sends themselves.
+        failed = producer.metrics.record_error_total - errors_before
         if failed:
             raise RuntimeError(f"{failed} of {sent} records failed")
     mode = f"client {config.name} acks={acks_name(acks)}"

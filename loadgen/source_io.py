@@ -31,6 +31,7 @@ from minibroker.client import (
     NoBrokerAvailable,
     OffsetOutOfRange,
     Producer,
+    RecordFuture,
     RecordMetadata,
     TopicPartition,
     UnknownTopicError,
@@ -145,7 +146,7 @@ class _Recorder:
         self.pending = 0
         self._idle = asyncio.Event()
 
-    def track(self, record: OutRecord, send_ms: int, fut: asyncio.Future[RecordMetadata]) -> None:
+    def track(self, record: OutRecord, send_ms: int, fut: RecordFuture) -> None:
         self.pending += 1
         digest = value_digest(record.value)
         fut.add_done_callback(functools.partial(self._done, record, digest, send_ms))
@@ -155,7 +156,7 @@ class _Recorder:
         record: OutRecord,
         digest: str | None,
         send_ms: int,
-        fut: asyncio.Future[RecordMetadata],
+        fut: RecordFuture,
     ) -> None:
         outcome: RecordMetadata | BaseException
         if fut.cancelled():

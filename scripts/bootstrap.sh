@@ -20,7 +20,7 @@ fi
 stamp=.venv/.minibroker-installed
 want=$(cat pyproject.toml minibroker/core/*.c | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] \
-   || ! .venv/bin/python -c 'import minibroker.core._record_walk, grpc, kazoo, pyspark, pytest, aiohttp, selenium' 2>/dev/null; then
+   || ! .venv/bin/python -c 'import minibroker.core._record_walk, minibroker.core._record_encode, grpc, kazoo, pyspark, pytest, aiohttp, selenium' 2>/dev/null; then
   echo "bootstrap: installing minibroker and its dependencies into .venv (first time: ~1 min)"
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
   .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[loadgen,test]"

@@ -17,6 +17,7 @@ from minibroker.cli.locate import add_locate_arguments, bootstrap_servers
 from minibroker.cli.output import json_line, record_json, text
 from minibroker.client.errors import BrokerError, UnknownTopicError
 from minibroker.client.producer import Acks, Producer
+from minibroker.client.record_future import RecordFuture
 from minibroker.client.record_metadata import RecordMetadata
 
 # How long to wait for a topic to appear in the brokers' metadata before saying it is unknown
@@ -129,8 +130,8 @@ class Reporter:
         if self.as_json:
             self.write(result_line(sent, self.topic, result))
 
-    def callback(self, sent: Sent) -> Callable[[asyncio.Future[RecordMetadata]], None]:
-        def done(fut: asyncio.Future[RecordMetadata]) -> None:
+    def callback(self, sent: Sent) -> Callable[[RecordFuture], None]:
+        def done(fut: RecordFuture) -> None:
             if fut.cancelled():
                 self.outcome(sent, asyncio.CancelledError())
             else:

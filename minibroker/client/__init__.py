@@ -12,6 +12,7 @@ from minibroker.client.errors import (
 )
 from minibroker.client.fetch_state import ConsumerRecord
 from minibroker.client.producer import Producer
+from minibroker.client.record_future import RecordFuture
 from minibroker.client.record_metadata import RecordMetadata
 from minibroker.core.types import TopicPartition
 
@@ -25,6 +26,7 @@ __all__ = [
     "OffsetOutOfRange",
     "ProduceError",
     "Producer",
+    "RecordFuture",
     "RecordMetadata",
     "TopicPartition",
     "UnknownTopicError",

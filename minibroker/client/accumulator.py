@@ -6,7 +6,7 @@ passed; its v2 bytes are built once and resent unchanged on retries.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Generic, TypeVar
@@ -66,12 +66,13 @@ def record_size_upper_bound(
 
 @dataclass(eq=False)
 class ProducerBatch(Generic[H]):
-    """Records bound for one partition and their completion handles (futures, in the shell)."""
+    """Records bound for one partition and the outcome they share (in the shell, what settles
+    every record's future at once); record i of the batch gets the batch's offset + i."""
 
     tp: TopicPartition
     created_ms: int
+    outcome: H
     records: list[RecordFields] = field(default_factory=list)
-    handles: list[H] = field(default_factory=list)
     estimated_bytes: int = HEADER_SIZE
     full: bool = False
     attempts: int = 0
@@ -99,10 +100,18 @@ class ReadyCheck:
 
 
 class RecordAccumulator(Generic[H]):
-    def __init__(self, *, batch_size: int, linger_ms: int, retry_backoff_ms: int) -> None:
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        linger_ms: int,
+        retry_backoff_ms: int,
+        new_outcome: Callable[[TopicPartition], H],
+    ) -> None:
         self.batch_size = batch_size
         self.linger_ms = linger_ms
         self.retry_backoff_ms = retry_backoff_ms
+        self._new_outcome = new_outcome
         self.buffered_bytes = 0
         self._queues: dict[TopicPartition, deque[ProducerBatch[H]]] = {}
         self._flushes = 0
@@ -115,24 +124,31 @@ class RecordAccumulator(Generic[H]):
         return not q or not self._fits(q[-1], size)
 
     def append(
-        self, tp: TopicPartition, record: RecordFields, size: int, handle: H, now_ms: int
-    ) -> bool:
+        self, tp: TopicPartition, record: RecordFields, size: int, now_ms: int
+    ) -> ProducerBatch[H]:
         """Add a record to `tp`'s open batch, or open a new one (a record larger than
-        batch_size gets a batch of its own, as in Kafka). True when a batch was opened or
-        filled up, i.e. when the sender has something new to decide."""
-        q = self._queues.setdefault(tp, deque())
-        opened = not q or not self._fits(q[-1], size)
-        if opened:
-            if q:
-                q[-1].full = True
-            q.append(ProducerBatch(tp, now_ms))
-        batch = q[-1]
+        batch_size gets a batch of its own, as in Kafka), and return that batch: the record
+        is its last. The sender has something new to decide when it was opened or filled up
+        (`has_news`)."""
+        q = self._queues.get(tp)
+        if q is None:
+            q = self._queues[tp] = deque()
+        batch = q[-1] if q else None
+        if batch is None or not self._fits(batch, size):
+            if batch is not None:
+                batch.full = True
+            batch = ProducerBatch(tp, now_ms, self._new_outcome(tp))
+            q.append(batch)
         batch.records.append(record)
-        batch.handles.append(handle)
         batch.estimated_bytes += size
         batch.full = batch.estimated_bytes >= self.batch_size
         self.buffered_bytes += size
-        return opened or batch.full
+        return batch
+
+    @staticmethod
+    def has_news(batch: ProducerBatch[H]) -> bool:
+        """Whether the append that returned `batch` opened it or filled it up."""
+        return batch.full or len(batch.records) == 1
 
     def _fits(self, batch: ProducerBatch[H], size: int) -> bool:
         return (

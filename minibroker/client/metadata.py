@@ -148,6 +148,12 @@ class ClusterMetadata:
         parts = self._partitions.get(topic)
         return sorted(parts) if parts else None
 
+    def partition_count(self, topic: str) -> int | None:
+        """How many partitions the topic has, or None while it is not known to exist (asked
+        for every record sent: no list is made)."""
+        parts = self._partitions.get(topic)
+        return len(parts) if parts else None
+
     def available_partitions(self, topic: str) -> list[int]:
         """Partitions whose leader is known and live."""
         parts = self._partitions.get(topic, {})

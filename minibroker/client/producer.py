@@ -10,9 +10,11 @@ import contextlib
 import logging
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from minibroker.client.accumulator import (
+    MAX_RECORD_OVERHEAD,
     Outcome,
     ProducerBatch,
     RecordAccumulator,
@@ -27,11 +29,11 @@ from minibroker.client.errors import (
     UnknownTopicError,
 )
 from minibroker.client.metadata import BrokerNode, connect
+from minibroker.client.partition_choice import PartitionChooser
+from minibroker.client.record_future import BatchResult, RecordFuture
 from minibroker.client.record_metadata import RecordMetadata
 from minibroker.client.requests import PartitionResult, produce_request, produce_results
 from minibroker.core.errors import ErrorCode
-from minibroker.core.partitioner import StickyPartition, next_sticky_partition, partition_for
-from minibroker.core.records import RecordFields
 from minibroker.core.types import TopicPartition
 from minibroker.runtime import logging as slog
 from minibroker.runtime.clock import monotonic_ms, now_ms
@@ -46,8 +48,16 @@ _DEADLINE_MARGIN_MS = 1000
 _STALE_LEADER_HINTS = frozenset({ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION})
 
 Acks = Literal[-1, 0, 1, "all"]
-Handle = asyncio.Future["RecordMetadata"]
-Batch = ProducerBatch[Handle]
+Batch = ProducerBatch[BatchResult]
+
+
+@dataclass
+class ProducerMetrics:
+    """Kafka's producer metrics of the same names: records acknowledged, and records whose
+    delivery failed (refused before buffering or not)."""
+
+    record_send_total: int = 0
+    record_error_total: int = 0
 
 
 class Producer:
@@ -88,8 +98,11 @@ class Producer:
             retry_backoff_ms=retry_backoff_ms,
             metadata_max_age_ms=metadata_max_age_ms,
         )
-        self._acc: RecordAccumulator[Handle] = RecordAccumulator(
-            batch_size=batch_size, linger_ms=linger_ms, retry_backoff_ms=retry_backoff_ms
+        self._acc: RecordAccumulator[BatchResult] = RecordAccumulator(
+            batch_size=batch_size,
+            linger_ms=linger_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            new_outcome=lambda tp: BatchResult(tp, asyncio.get_running_loop()),
         )
         self._buffer_memory = buffer_memory
         self._max_request_size = max_request_size
@@ -99,9 +112,9 @@ class Producer:
         self._retry_backoff_ms = retry_backoff_ms
         self._max_in_flight = max_in_flight_requests_per_connection
         self._max_block_ms = max_block_ms
-        self._seeds = random.Random(partitioner_seed)
-        self._sticky: dict[str, StickyPartition] = {}
-        self._tps: dict[str, list[TopicPartition]] = {}
+        self._chooser = PartitionChooser(
+            random.Random(partitioner_seed), self._acc, self._metadata.cache
+        )
         self._in_flight: dict[TopicPartition, Batch] = {}
         self._requests: dict[str, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -109,6 +122,7 @@ class Producer:
         self._progress = asyncio.Event()
         self._sender: asyncio.Task[None] | None = None
         self._closed = False
+        self.metrics = ProducerMetrics()
 
     async def __aenter__(self) -> Producer:
         self._start()
@@ -133,11 +147,16 @@ class Producer:
         partition: int | None = None,
         headers: Sequence[tuple[str, bytes | None]] = (),
         timestamp_ms: int | None = None,
-    ) -> Handle:
-        """Buffer one record; waits only for the topic's metadata or for buffer space."""
-        self._start()
-        fut: Handle = asyncio.get_running_loop().create_future()
-        size = record_size_upper_bound(key, value, headers)
+    ) -> RecordFuture:
+        """Buffer one record; waits only for the topic's metadata or for buffer space. The
+        future resolves with the record's RecordMetadata once acknowledged, or fails with
+        ProduceError."""
+        if self._sender is None or self._closed:
+            self._start()
+        if headers:
+            size = record_size_upper_bound(key, value, headers)
+        else:
+            size = MAX_RECORD_OVERHEAD + len(key or b"") + len(value or b"")
         try:
             if size > self._max_request_size:
                 raise ProduceError(
@@ -145,22 +164,25 @@ class Producer:
                     f"a record of {size} bytes exceeds max_request_size={self._max_request_size}",
                 )
             # The common case awaits nothing: metadata known, buffer space free.
-            parts = self._metadata.cache.partitions_for(topic) or await self._wait_topic(topic)
-            tp = self._partition(topic, parts, key, partition, size)
+            count = self._metadata.cache.partition_count(topic)
+            if count is None:
+                count = len(await self._wait_topic(topic))
+            tp = self._chooser.choose(topic, count, key, partition, size)
             buffered = self._acc.buffered_bytes
             if buffered and buffered + size > self._buffer_memory:
                 await self._wait_for_buffer(size)
         except ProduceError as exc:
-            fut.set_exception(exc)
-            return fut
+            self.metrics.record_error_total += 1
+            tp = TopicPartition(topic, -1 if partition is None else partition)
+            return RecordFuture.failed(BatchResult(tp, asyncio.get_running_loop()), exc)
         if self._closed:
             raise ClientClosed("the producer is closed")
         # A plain tuple, not a NewRecord: the collector forgets it (records.RecordFields).
         ts = now_ms() if timestamp_ms is None else timestamp_ms
-        record: RecordFields = (key, value, tuple(headers), ts)
-        if self._acc.append(tp, record, size, fut, monotonic_ms()):
+        batch = self._acc.append(tp, (key, value, tuple(headers), ts), size, monotonic_ms())
+        if RecordAccumulator.has_news(batch):
             self._wake.set()
-        return fut
+        return RecordFuture(batch.outcome, len(batch.records) - 1, ts)
 
     async def send_and_wait(
         self,
@@ -226,34 +248,6 @@ class Producer:
             raise ProduceError(
                 exc.code, f"{exc.message} (not in metadata after max_block_ms={self._max_block_ms})"
             ) from None
-
-    def _partition(
-        self, topic: str, parts: list[int], key: bytes | None, partition: int | None, size: int
-    ) -> TopicPartition:
-        n = len(parts)
-        if partition is not None:
-            if not 0 <= partition < n:
-                raise ProduceError(
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    f"topic {topic!r} has no partition {partition} ({n} partitions)",
-                )
-            return self._tp(topic, partition, n)
-        sticky = self._sticky.get(topic)
-        if sticky is None:
-            sticky = self._sticky[topic] = StickyPartition(cursor=self._seeds.randrange(1 << 16))
-        chosen = partition_for(key, n, sticky)
-        if key is None and self._acc.starts_new_batch(self._tp(topic, chosen, n), size):
-            # Once per batch, not per record: move on to a partition that has a leader.
-            available = self._metadata.cache.available_partitions(topic)
-            chosen = next_sticky_partition(sticky, n, available)
-        return self._tp(topic, chosen, n)
-
-    def _tp(self, topic: str, partition: int, count: int) -> TopicPartition:
-        """The topic's TopicPartition objects, made once (not once per record)."""
-        tps = self._tps.get(topic)
-        if tps is None or len(tps) != count:
-            tps = self._tps[topic] = [TopicPartition(topic, i) for i in range(count)]
-        return tps[partition]
 
     async def _wait_for_buffer(self, size: int) -> None:
         # Kafka's buffer.memory: a fast sender waits for acknowledgements instead of growing.
@@ -376,21 +370,14 @@ class Producer:
 
     def _complete(self, batch: Batch, result: PartitionResult) -> None:
         self._acc.release(batch)
-        tp = batch.tp
-        append_time = result.log_append_time_ms if result.log_append_time_ms > 0 else None
-        for i, (record, fut) in enumerate(zip(batch.records, batch.handles, strict=True)):
-            if not fut.done():
-                offset = result.base_offset + i if result.base_offset >= 0 else -1
-                ts = append_time if append_time is not None else record[3] or 0
-                fut.set_result(RecordMetadata(tp.topic, tp.partition, offset, ts))
+        self.metrics.record_send_total += len(batch.records)
+        batch.outcome.complete(result.base_offset, result.log_append_time_ms)
         self._progress.set()
 
     def _fail(self, batch: Batch, code: ErrorCode, message: str) -> None:
         self._acc.release(batch)
-        error = ProduceError(code, message)
-        for fut in batch.handles:
-            if not fut.done():
-                fut.set_exception(error)
+        self.metrics.record_error_total += len(batch.records)
+        batch.outcome.fail(ProduceError(code, message))
         self._progress.set()
 
     def _fail_all(self, code: ErrorCode, message: str) -> None:

@@ -15,7 +15,7 @@ append is in batch_validation.py; records are decoded by clients.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -170,23 +170,14 @@ class NewRecord(NamedTuple):
 RecordFields = tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int | None]
 
 
-def build_batch(
-    records: Sequence[RecordFields],
-    *,
-    base_timestamp: int,
-    base_offset: int = 0,
-    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
-    producer_id: int = NO_PRODUCER_ID,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
-) -> bytes:
-    """An uncompressed v2 batch holding `records` at offset deltas 0..n-1."""
-    if not records:
-        raise ValueError("a record batch needs at least one record")
+def encode_records_py(records: Sequence[RecordFields], base_timestamp: int) -> tuple[bytes, int]:
+    """The records of a batch body at offset deltas 0..n-1, and their largest timestamp (a
+    record without one has the base timestamp). The reference for the C encoder."""
     # Kafka's maxTimestamp is the largest record timestamp, which may be below the base.
-    max_ts = max(base_timestamp if rec[3] is None else rec[3] for rec in records)
-    # The client's per-record path: small varints come from a table and each record is one
-    # join of its parts (about 3x faster than appending varints byte by byte).
+    max_ts = max((base_timestamp if rec[3] is None else rec[3] for rec in records),
+                 default=base_timestamp)  # fmt: skip
+    # Small varints come from a table and each record is one join of its parts (about 3x
+    # faster than appending varints byte by byte).
     parts: list[bytes] = []
     for delta, (key, value, headers, ts) in enumerate(records):
         fields = [
@@ -204,7 +195,37 @@ def build_batch(
         encoded = b"".join(fields)
         parts.append(_varint(len(encoded)))
         parts.append(encoded)
-    body = b"".join(parts)
+    return b"".join(parts), max_ts
+
+
+def _native_encoder() -> Callable[[Sequence[RecordFields], int], tuple[bytes, int]] | None:
+    try:
+        from minibroker.core._record_encode import encode_records as native  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    encoder: Callable[[Sequence[RecordFields], int], tuple[bytes, int]] = native
+    return encoder
+
+
+# The producer's per-record work: the C encoder (_record_encode.c) when it is built, ~30x
+# faster than the Python loop it must match byte for byte (tests/unit/core/test_records.py).
+encode_records = _native_encoder() or encode_records_py
+
+
+def build_batch(
+    records: Sequence[RecordFields],
+    *,
+    base_timestamp: int,
+    base_offset: int = 0,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    """An uncompressed v2 batch holding `records` at offset deltas 0..n-1."""
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    body, max_ts = encode_records(records, base_timestamp)
     header = bytearray(
         _HEADER.pack(
             base_offset,
@@ -222,9 +243,10 @@ def build_batch(
             len(records),
         )
     )
-    batch = header + body
-    struct.pack_into(">I", batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
-    return bytes(batch)
+    # The CRC runs from the header's attributes on over the body: the body is copied once.
+    crc = crc32c(body, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
+    struct.pack_into(">I", header, CRC_OFFSET, crc)
+    return b"".join((header, body))
 
 
 # ---- reading headers (broker hot path: no per-record work) ------------------------------------

@@ -17,6 +17,7 @@ from minibroker.client.errors import ClientError
 from minibroker.client.events import Follower, Source
 from minibroker.client.probe import describe_replicas, fetch_once, produce_once
 from minibroker.client.producer import Producer
+from minibroker.client.record_future import RecordFuture
 from minibroker.client.record_metadata import RecordMetadata
 from minibroker.core.errors import ErrorCode
 from minibroker.core.records import NewRecord, build_batch
@@ -216,9 +217,7 @@ class Workload:
             else:
                 next_at = loop.time()
 
-    def _done(
-        self, index: int, slots: asyncio.Semaphore, fut: asyncio.Future[RecordMetadata]
-    ) -> None:
+    def _done(self, index: int, slots: asyncio.Semaphore, fut: RecordFuture) -> None:
         slots.release()
         if fut.cancelled():
             return

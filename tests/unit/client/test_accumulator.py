@@ -1,13 +1,16 @@
 """The producer's batching decisions: when a batch is full, lingered, backing off or expired,
-and what a Produce error code means. Time is an argument; handles are plain strings."""
+and what a Produce error code means. Time is an argument; a batch's outcome is a plain string."""
 
 from __future__ import annotations
+
+import itertools
 
 import pytest
 
 from minibroker.client.accumulator import (
     MAX_RECORD_OVERHEAD,
     Outcome,
+    ProducerBatch,
     RecordAccumulator,
     produce_outcome,
     record_size_upper_bound,
@@ -21,12 +24,24 @@ TP1 = TopicPartition("t", 1)
 
 
 def acc(batch_size: int = 1000, linger_ms: int = 5) -> RecordAccumulator[str]:
-    return RecordAccumulator(batch_size=batch_size, linger_ms=linger_ms, retry_backoff_ms=100)
+    return RecordAccumulator(
+        batch_size=batch_size,
+        linger_ms=linger_ms,
+        retry_backoff_ms=100,
+        new_outcome=lambda tp: f"outcome of {tp}",
+    )
 
 
 def add(a: RecordAccumulator[str], tp: TopicPartition, value: bytes, now_ms: int) -> bool:
+    """Append; whether the sender has something new to decide."""
     size = record_size_upper_bound(None, value)
-    return a.append(tp, NewRecord(None, value, timestamp=1000), size, value.decode(), now_ms)
+    batch = a.append(tp, NewRecord(None, value, timestamp=1000), size, now_ms)
+    assert batch.records[-1][1] == value  # the record is the batch's last
+    return RecordAccumulator.has_news(batch)
+
+
+def values(batch: ProducerBatch[str]) -> list[str]:
+    return [bytes(r[1] or b"").decode() for r in batch.records]
 
 
 def test_record_size_is_an_upper_bound_of_the_encoded_size() -> None:
@@ -34,7 +49,7 @@ def test_record_size_is_an_upper_bound_of_the_encoded_size() -> None:
         value = b"x" * n
         size = record_size_upper_bound(b"key", value, [("h", b"v")])
         a = acc(batch_size=10**6)
-        a.append(TP0, NewRecord(b"key", value, (("h", b"v"),), timestamp=5), size, "h", 0)
+        a.append(TP0, NewRecord(b"key", value, (("h", b"v"),), timestamp=5), size, 0)
         (batch,) = a.drain([TP0], 10**6)
         assert len(batch.build()) - HEADER_SIZE <= size
     assert record_size_upper_bound(None, None) == MAX_RECORD_OVERHEAD
@@ -57,9 +72,25 @@ def test_a_full_batch_is_ready_at_once_and_the_next_record_opens_a_new_one() -> 
     assert a.starts_new_batch(TP0, record_size_upper_bound(None, b"c"))
     add(a, TP0, b"c", 0)
     (first,) = a.drain([TP0], 10**6)
-    assert first.handles == ["a", "b"]
+    assert values(first) == ["a", "b"]
     assert [r.value for r in decode_records(first.build())] == [b"a", b"b"]
     assert a.ready(1, in_flight=()).ready == []  # "c" lingers in its own batch
+
+
+def test_records_of_one_batch_share_its_outcome_and_a_new_batch_gets_its_own() -> None:
+    made = itertools.count()
+    size = record_size_upper_bound(None, b"a")
+    a: RecordAccumulator[int] = RecordAccumulator(
+        batch_size=HEADER_SIZE + 2 * size,
+        linger_ms=1000,
+        retry_backoff_ms=100,
+        new_outcome=lambda tp: next(made),
+    )
+    first = a.append(TP0, NewRecord(None, b"a", timestamp=1), size, 0)
+    same = a.append(TP0, NewRecord(None, b"b", timestamp=1), size, 0)
+    other = a.append(TP0, NewRecord(None, b"c", timestamp=1), size, 0)
+    assert first is same and len(first.records) == 2
+    assert (first.outcome, other.outcome) == (0, 1)
 
 
 def test_a_record_larger_than_batch_size_gets_a_batch_of_its_own() -> None:
@@ -97,9 +128,9 @@ def test_drain_takes_one_batch_per_partition_up_to_max_request_size() -> None:
         add(a, tp, b"x" * 60, 0)
         add(a, tp, b"y" * 60, 0)
     one = a.drain([TP0, TP1], max_request_size=150)
-    assert [(b.tp, b.handles) for b in one] == [(TP0, ["x" * 60])]
+    assert [(b.tp, values(b)) for b in one] == [(TP0, ["x" * 60])]
     two = a.drain([TP0, TP1], max_request_size=10**6)
-    assert [(b.tp, b.handles) for b in two] == [(TP0, ["y" * 60]), (TP1, ["x" * 60])]
+    assert [(b.tp, values(b)) for b in two] == [(TP0, ["y" * 60]), (TP1, ["x" * 60])]
 
 
 def test_a_retried_batch_goes_back_first_with_the_same_bytes_after_the_backoff() -> None:
@@ -124,8 +155,8 @@ def test_expire_removes_batches_past_delivery_timeout_from_the_head() -> None:
     add(a, TP0, b"b" * 20, 50)
     assert a.expire(99, delivery_timeout_ms=100) == []
     expired = a.expire(100, delivery_timeout_ms=100)
-    assert [b.handles for b in expired] == [["a" * 20]]
-    assert [b.handles for b in a.queued()] == [["b" * 20]]
+    assert [values(b) for b in expired] == [["a" * 20]]
+    assert [values(b) for b in a.queued()] == [["b" * 20]]
 
 
 def test_buffered_bytes_follow_appends_and_completions() -> None:

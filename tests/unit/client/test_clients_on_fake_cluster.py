@@ -262,6 +262,25 @@ def test_unknown_topic_and_partition_fail_the_send() -> None:
     run(main())
 
 
+def test_the_producer_counts_acknowledged_and_failed_records_as_kafkas_metrics() -> None:
+    cluster = FakeCluster()
+    cluster.create_topic("t", 1)
+    cluster.errors[("Produce", TP0)] = [ErrorCode.CORRUPT_MESSAGE]
+
+    async def main() -> tuple[int, int]:
+        async with producer(cluster, linger_ms=60000) as p:
+            refused = [await p.send("t", b"x"), await p.send("t", b"y")]  # one batch, fatal
+            await p.flush()
+            assert all(isinstance(f.exception(), ProduceError) for f in refused)
+            await p.send("t", b"a", partition=9)  # refused before buffering
+            sent = [await p.send("t", v) for v in (b"b", b"c", b"d")]
+            await p.flush()
+            assert [f.result().offset for f in sent] == [0, 1, 2]
+            return p.metrics.record_send_total, p.metrics.record_error_total
+
+    assert run(main()) == (3, 3)
+
+
 def test_flush_sends_without_waiting_for_linger() -> None:
     cluster = FakeCluster()
     cluster.create_topic("t", 1)
