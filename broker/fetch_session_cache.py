@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
+from broker.purgatory import DelayedOperation
 from broker.replication.partition import RemoteReplica
 from broker.types import FetchPartitionRequest, FetchPartitionResult
 from minibroker.core.errors import ErrorCode
@@ -59,6 +62,10 @@ class FetchSession:
     last_used_ms: int
     # Partitions that changed (LEO, HW, leadership, ISR) since the last fetch of the session.
     changed: set[TopicPartition] = field(default_factory=set)
+    # The session's fetch waiting for any of its partitions to change: the session watches
+    # them for it, so a fetch does not watch thousands of partitions one by one in the
+    # purgatory (and stop watching them) every replica.fetch.wait.max.ms.
+    waiting: set[DelayedOperation[Any]] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -108,10 +115,13 @@ class FetchSessionCache:
         return len(self._sessions)
 
     def mark_changed(self, tp: TopicPartition) -> None:
-        """`tp` changed on this leader: the sessions holding it look at it again."""
+        """`tp` changed on this leader: the sessions holding it look at it again, and their
+        waiting fetches re-test their condition for it."""
         for session in self._sessions.values():
             if tp in session.partitions:
                 session.changed.add(tp)
+                for op in list(session.waiting):
+                    op.maybe_complete(tp)
 
     def partitions_cached(self) -> int:
         return sum(len(s.partitions) for s in self._sessions.values())
@@ -182,3 +192,33 @@ class FetchSessionCache:
             candidate = self._ids.randint(1, INT32_MAX)
             if candidate not in self._sessions:
                 return candidate
+
+
+def request_lookup(
+    read: Mapping[TopicPartition, FetchPartitionRequest], session: FetchSession | None
+) -> Callable[[TopicPartition], FetchPartitionRequest]:
+    """The request of a partition a waiting fetch watches: one it read, else (an idle
+    partition it did not read) the session's."""
+
+    def request_of(tp: TopicPartition) -> FetchPartitionRequest:
+        request = read.get(tp)
+        if request is None:
+            assert session is not None, "a fetch watches only what it read, or its session"
+            request = session.partitions[tp].request
+        return request
+
+    return request_of
+
+
+@contextmanager
+def waiting_in(session: FetchSession | None, op: DelayedOperation[Any]) -> Iterator[None]:
+    """While a follower's fetch waits, its session re-tests it when any of the session's
+    partitions changes (FetchSessionCache.mark_changed)."""
+    if session is None:
+        yield
+        return
+    session.waiting.add(op)
+    try:
+        yield
+    finally:
+        session.waiting.discard(op)

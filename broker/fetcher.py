@@ -173,19 +173,21 @@ class FollowerFetcher:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wakeup.wait(), timeout)
 
-    def _ready(self, truncating: bool) -> dict[TopicPartition, FetchState]:
+    def _ready(self) -> tuple[dict[TopicPartition, FetchState], dict[TopicPartition, FetchState]]:
+        """The partitions not backing off: to truncate first, and to fetch (in one pass)."""
         now = self.services.now_ms()
-        return {
-            tp: st
-            for tp, st in self.states.items()
-            if st.truncating == truncating and st.delayed_until_ms <= now
-        }
+        truncating: dict[TopicPartition, FetchState] = {}
+        fetching: dict[TopicPartition, FetchState] = {}
+        for tp, st in self.states.items():
+            if st.delayed_until_ms <= now:
+                (truncating if st.truncating else fetching)[tp] = st
+        return truncating, fetching
 
     async def _one_round(self) -> bool:
-        truncating = self._ready(truncating=True)
+        truncating, fetching = self._ready()
         if truncating:
             await self._truncate(truncating)
-        fetching = self._ready(truncating=False)
+            fetching = self._ready()[1]  # the truncation moved some to fetching, or failed them
         if not fetching:
             return bool(truncating)
         await self._fetch(fetching)

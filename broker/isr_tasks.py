@@ -81,7 +81,10 @@ class IsrTasks:
     def _isr_expiration(self) -> None:
         now = self.services.now_ms()
         for hosted in list(self.partitions.values()):
-            proposal = hosted.partition.maybe_shrink_isr(hosted.log.log_end_offset, now)
+            p = hosted.partition
+            if p.leader_id != p.local_broker_id:
+                continue  # maybe_shrink_isr's own first test, without the call: most are followers
+            proposal = p.maybe_shrink_isr(hosted.log.log_end_offset, now)
             if proposal is not None:
                 self.write_isr_soon(proposal)
 

@@ -12,12 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-from collections.abc import Mapping
 from pathlib import Path
 
-from broker import fetch_reads
+from broker import fetch_reads, fetch_session_cache
 from broker.delayed import AcksAllWaiters, DelayedFetch, DelayedProduce, Linger
-from broker.fetch_session_cache import FetchSessionCache
 from broker.fetcher_manager import FetcherManager
 from broker.isr_tasks import IsrTasks
 from broker.log.layout import partition_dir
@@ -82,7 +80,7 @@ class ReplicaManager:
         self._acks_all = AcksAllWaiters()
         linger_ms = settings.get_int("minibroker.replica.fetch.linger.ms")
         self._linger = Linger(linger_ms, self._acks_all.urgent) if linger_ms else None
-        self.fetch_sessions = FetchSessionCache(
+        self.fetch_sessions = fetch_session_cache.FetchSessionCache(
             settings.get_int("max.incremental.fetch.session.cache.slots")
         )
         # TEST ONLY: a known-wrong rule for the checkers to catch (minibroker.core.planted_bugs).
@@ -195,12 +193,11 @@ class ReplicaManager:
     # ---- fetch (reference §2.11, §3.7) ----------------------------------------------------
 
     async def fetch_messages(
-        self,
-        params: FetchParams,
-        watch: Mapping[TopicPartition, FetchPartitionRequest] | None = None,
+        self, params: FetchParams, session: fetch_session_cache.FetchSession | None = None
     ) -> dict[TopicPartition, FetchPartitionResult]:
-        """Read `params.partitions`; if that is not min_bytes, wait for them and for those of
-        `watch` (a session's partitions this fetch did not need to read) to change."""
+        """Read `params.partitions`; if that is not min_bytes, wait for them and, with a
+        follower's `session` (whose idle partitions this fetch did not need to read), for any
+        partition of the session to change."""
         fetch_time = self.now_ms()
         leader_leos: dict[TopicPartition, int] = {}
         results = fetch_reads.read_all(self.partitions, params, leader_leos)
@@ -216,21 +213,23 @@ class ReplicaManager:
         failed = len(leader_leos) < len(results)  # a partition answered with an error
         if params.max_wait_ms <= 0 or failed or sum(available.values()) >= params.min_bytes:
             return results
-        watched = {**(watch or {}), **{r.tp: r for r in params.partitions}}
+        read = {r.tp: r for r in params.partitions}
+        request_of = fetch_session_cache.request_lookup(read, session)
         op = DelayedFetch(
             params.max_wait_ms,
             params.min_bytes,
             lambda tp, n: fetch_reads.readable_bytes(
-                self.partitions, watched[tp], params.is_follower, n
+                self.partitions, request_of(tp), params.is_follower, n
             ),
             lambda changed: fetch_reads.reread(
-                self.partitions, params, results, [watched[tp] for tp in changed]
+                self.partitions, params, results, [request_of(tp) for tp in changed]
             ),
             available,
             changed=hw_moved,  # the answer carries the HW as of its completion
             linger=self._linger if params.is_follower else None,
         )
-        return await self.fetch_purgatory.wait(op, watched)
+        with fetch_session_cache.waiting_in(session, op):  # it watches what this did not read
+            return await self.fetch_purgatory.wait(op, read)
 
     def _update_follower(
         self, follower: int, req: FetchPartitionRequest, fetch_time: int, leader_leo: int

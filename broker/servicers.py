@@ -113,16 +113,17 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
             ),
             partitions=context.requests,
         )
-        watch = None
+        session = None
         if context.incremental and context.session is not None and params.is_follower:
-            # Idle partitions of the session count as fetched without a read; watched only.
+            # Idle partitions of the session count as fetched without a read; the session
+            # watches them while the fetch waits.
+            session = context.session
             named = {r.tp for r in parts}
             reads = partitions_to_read(
-                context.session, named, self.rm.partitions, replica_id, self.rm.now_ms()
+                session, named, self.rm.partitions, replica_id, self.rm.now_ms()
             )
-            watch = {r.tp: r for r in context.requests}
             params = dataclasses.replace(params, partitions=reads)
-        results = await self.rm.fetch_messages(params, watch)
+        results = await self.rm.fetch_messages(params, session)
         response = broker_pb2.FetchResponse(session_id=context.session_id)
         by_topic: dict[str, Any] = {}
         for tp, r in context.response_partitions(results):
