@@ -19,6 +19,7 @@ from grpc_health.v1._async import HealthServicer
 
 from broker.control_servicer import ControlServicer
 from broker.controlled_shutdown import controlled_shutdown
+from broker.kafka.server import KafkaServers
 from broker.metadata_dir import InconsistentBrokerId, prepare_log_dir
 from broker.metrics import BrokerMetrics
 from broker.registration import NOT_REGISTERED, BrokerRegistrar
@@ -29,6 +30,7 @@ from minibroker.core.listeners import (
     advertised_endpoints,
     parse_listeners,
     security_protocol_map,
+    speaks_kafka,
 )
 from minibroker.core.zk_layout import BrokerRegistration, ClusterIdZNode
 from minibroker.rpc import broker_pb2_grpc, control_pb2_grpc, events_pb2_grpc
@@ -77,11 +79,18 @@ async def run_broker(settings: Settings) -> int:
         slog.event("broker_failed", logging.ERROR, error=str(exc))
         return 1
 
-    # One gRPC server per listener: a Metadata answer depends on the listener it came in on.
+    # One server per listener: a Metadata answer depends on the listener it came in on.
     servers: dict[str, grpc.aio.Server] = {}
     bound: dict[str, int] = {}
     health = HealthServicer()
+    kafka = KafkaServers()
     for e in listeners:
+        if speaks_kafka(e.listener):
+            bound[e.listener] = await kafka.listen(e)
+            if bound[e.listener] == 0:
+                slog.event("broker_failed", logging.ERROR, error=f"cannot listen on {e}")
+                return 1
+            continue
         # A guard per server: it keeps the handlers of its own server (one per listener).
         servers[e.listener] = grpc.aio.server(options=GRPC_OPTIONS, interceptors=[RequestGuard()])
         health_pb2_grpc.add_HealthServicer_to_server(health, servers[e.listener])
@@ -118,6 +127,7 @@ async def run_broker(settings: Settings) -> int:
         await asyncio.to_thread(prepare_log_dir, log_dir, broker_id, cluster_id)
     except (ZkError, InconsistentBrokerId, OSError) as exc:
         slog.event("broker_failed", logging.ERROR, error=str(exc))
+        await kafka.stop()
         await _stop_all(servers, None)
         return 1
     rm = ReplicaManager(settings, broker_id, log_dir, store, metrics)
@@ -145,6 +155,7 @@ async def run_broker(settings: Settings) -> int:
         metrics_port = metrics.serve(metrics_port, settings.get_str("minibroker.metrics.host"))
     for server in servers.values():
         await server.start()
+    await kafka.start(rm, cluster_id)
     await health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
     slog.event(
         "broker_listening",
@@ -158,6 +169,7 @@ async def run_broker(settings: Settings) -> int:
         await registrar.start()
     except ZkError as exc:
         slog.event("broker_failed", logging.ERROR, error=str(exc))
+        await kafka.stop()
         await _stop_all(servers, None)
         return 1
 
@@ -168,6 +180,7 @@ async def run_broker(settings: Settings) -> int:
     if settings.get_bool("controlled.shutdown.enable") and rm.broker_epoch != NOT_REGISTERED:
         await controlled_shutdown(store, settings, broker_id, rm.broker_epoch)
     await health.enter_graceful_shutdown()
+    await kafka.stop()
     await _stop_all(servers, 1.0)
     await rm.fetchers.stop()
     await rm.isr.stop()  # writes a last HW checkpoint

@@ -7,18 +7,16 @@ is logged and answered with UNKNOWN_SERVER_ERROR, and the broker keeps serving.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
+from broker.fetch_handling import MAX_WAIT_MS, FetchCall, handle_fetch
 from broker.fetch_session_cache import FINAL_EPOCH
-from broker.idle_followers import partitions_to_read
 from broker.partition_table import HostedPartition
 from broker.replica_manager import ReplicaManager
 from broker.request_handling import guarded, opt_field
 from broker.types import (
     CONSUMER_REPLICA_ID,
-    FetchParams,
     FetchPartitionRequest,
 )
 from minibroker.core.errors import ErrorCode
@@ -26,9 +24,6 @@ from minibroker.core.types import NO_LEADER, TopicPartition
 from minibroker.rpc import broker_pb2, broker_pb2_grpc
 from minibroker.runtime.wire import error_to_wire
 
-# Kafka's replica.fetch.wait.max.ms is at most the socket timeout; a client may not park a
-# fetch longer than this on our loop.
-MAX_WAIT_MS = 30_000
 DEBUG_REPLICA_ID = -2
 
 
@@ -88,45 +83,27 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
                         log_start_offset=opt_field(p, "log_start_offset", -1),
                     )
                 )
-        replica_id = opt_field(request, "replica_id", CONSUMER_REPLICA_ID)
-        # Incremental fetch sessions (KIP-227); a request without an epoch has none.
-        context = self.rm.fetch_sessions.context(
+        call = FetchCall(
+            replica_id=opt_field(request, "replica_id", CONSUMER_REPLICA_ID),
+            max_wait_ms=int(request.max_wait_ms),
+            min_bytes=int(request.min_bytes),
+            max_bytes=int(request.max_bytes),
             session_id=int(request.session_id),
-            epoch=opt_field(request, "session_epoch", FINAL_EPOCH),
-            replica_id=replica_id,
+            # Incremental fetch sessions (KIP-227); a request without an epoch has none.
+            session_epoch=opt_field(request, "session_epoch", FINAL_EPOCH),
             partitions=parts,
             forgotten=[
                 TopicPartition(f.topic, p)
                 for f in request.forgotten_topics_data
                 for p in f.partitions
             ],
-            now_ms=self.rm.now_ms(),
         )
-        if isinstance(context, ErrorCode):
-            return broker_pb2.FetchResponse(error_code=error_to_wire(context))
-        params = FetchParams(
-            replica_id=replica_id,
-            max_wait_ms=max(0, min(int(request.max_wait_ms), MAX_WAIT_MS)),
-            min_bytes=max(0, int(request.min_bytes)),
-            max_bytes=min(
-                int(request.max_bytes) if request.max_bytes > 0 else 1 << 30, self.fetch_max_bytes
-            ),
-            partitions=context.requests,
-        )
-        session = None
-        if context.incremental and context.session is not None and params.is_follower:
-            # Idle partitions of the session count as fetched without a read; the session
-            # watches them while the fetch waits.
-            session = context.session
-            named = {r.tp for r in parts}
-            reads = partitions_to_read(
-                session, named, self.rm.partitions, replica_id, self.rm.now_ms()
-            )
-            params = dataclasses.replace(params, partitions=reads)
-        results = await self.rm.fetch_messages(params, session)
-        response = broker_pb2.FetchResponse(session_id=context.session_id)
+        answer = await handle_fetch(self.rm, call, self.fetch_max_bytes)
+        if isinstance(answer, ErrorCode):
+            return broker_pb2.FetchResponse(error_code=error_to_wire(answer))
+        response = broker_pb2.FetchResponse(session_id=answer.session_id)
         by_topic: dict[str, Any] = {}
-        for tp, r in context.response_partitions(results):
+        for tp, r in answer.partitions:
             topic = by_topic.get(tp.topic)
             if topic is None:
                 topic = by_topic[tp.topic] = response.responses.add(topic=tp.topic)

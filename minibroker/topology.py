@@ -137,12 +137,15 @@ def nodes(brokers: int = DEFAULT_BROKERS, controllers: int = DEFAULT_CONTROLLERS
     ]
 
 
-def process_settings(node: Node, host: str, port: int, metrics_port: int) -> dict[str, str]:
-    """A local process: one PLAINTEXT listener on `host:port`, metrics on loopback."""
-    return {
-        node.listeners_setting: f"PLAINTEXT://{host}:{port}",
-        "minibroker.metrics.port": str(metrics_port),
-    }
+def process_settings(
+    node: Node, host: str, port: int, metrics_port: int, kafka_port: int = 0
+) -> dict[str, str]:
+    """A local process: one PLAINTEXT (gRPC) listener on `host:port`, a broker's KAFKA
+    listener (Kafka's wire protocol) on `kafka_port` when given, metrics on loopback."""
+    listeners = f"PLAINTEXT://{host}:{port}"
+    if kafka_port and node.role == "broker":
+        listeners += f",KAFKA://{host}:{kafka_port}"
+    return {node.listeners_setting: listeners, "minibroker.metrics.port": str(metrics_port)}
 
 
 # With the fault proxy (`cluster up --proxy`) every connection between processes goes through

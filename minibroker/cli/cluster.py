@@ -169,6 +169,8 @@ def render_status(st: localcluster.ClusterStatus) -> str:
             note = f"{len(state.proxy_links)} links (`cluster links`)"
         elif p.role == localcluster.DASHBOARD:
             note = f"http://{p.address}/"
+        if p.role == "broker" and p.kafka_port:
+            note = f"{note}; Kafka clients: {p.host}:{p.kafka_port}".lstrip("; ")
         if st.process_states[p.name] == "dead" or (
             not st.zk_reachable and p.role not in ("zookeeper", *localcluster.TOOL_ROLES)
         ):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from minibroker.core.zk_layout import ZNodeFormatError, parse_endpoint
 
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
+KAFKA_LISTENER = "KAFKA"
 
 
 class ListenerError(ValueError):
@@ -71,12 +72,22 @@ def advertised_endpoints(
     return tuple(out)
 
 
+def speaks_kafka(listener: str) -> bool:
+    """Whether a broker's listener speaks Kafka's wire protocol instead of gRPC: one named
+    KAFKA or KAFKA_<something> (say KAFKA_INTERNAL and KAFKA_EXTERNAL in containers)."""
+    return listener == KAFKA_LISTENER or listener.startswith(KAFKA_LISTENER + "_")
+
+
 def pick(endpoints: Iterable[Endpoint], listener: str = "") -> Endpoint | None:
-    """The endpoint of `listener`; with no name, PLAINTEXT if there is one, else the first."""
+    """The endpoint of `listener`; with no name, PLAINTEXT if there is one, else the first gRPC
+    one (gRPC clients never pick a Kafka-protocol listener by themselves)."""
     eps = list(endpoints)
     if listener:
         return next((e for e in eps if e.listener == listener), None)
-    return next((e for e in eps if e.listener == "PLAINTEXT"), eps[0] if eps else None)
+    grpc_eps = [e for e in eps if not speaks_kafka(e.listener)]
+    return next(
+        (e for e in grpc_eps if e.listener == "PLAINTEXT"), grpc_eps[0] if grpc_eps else None
+    )
 
 
 def from_strings(endpoints: Iterable[str]) -> tuple[Endpoint, ...]:

@@ -71,6 +71,8 @@ class ClusterStatus:
                     "metrics": f"http://{p.host}:{p.metrics_port}/metrics"
                     if p.metrics_port
                     else None,
+                    # A broker's KAFKA listener: bootstrap for unmodified Kafka clients.
+                    "kafka_port": p.kafka_port or None,
                     "state": self.process_states[p.name],
                     "alive": self.process_states[p.name] != "dead",
                 }

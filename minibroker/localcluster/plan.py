@@ -104,7 +104,7 @@ def plan(
     all_nodes = topology.nodes(brokers, controllers)
     links = topology.proxy_links(all_nodes) if proxy else []
     listeners = sum(len(topology.node_listeners(n, all_nodes)) for n in all_nodes) if proxy else 0
-    count = 2 + 2 * (brokers + controllers) + len(links) + listeners
+    count = 2 + 2 * (brokers + controllers) + brokers + len(links) + listeners
     free = iter(_ports_below_ephemeral(count) if proxy else free_ports(count))
     zk_port = zk_port or next(free)
     state = ClusterState(dir=str(d), zk_connect=f"{HOST}:{zk_port}", profile=profile)
@@ -135,7 +135,7 @@ def plan(
     # Names, ids and arguments come from the topology shared with deploy/docker-compose.yml;
     # only the ports (free ones) and the loopback listeners are this mode's own.
     for node in all_nodes:
-        port, metrics_port, settings = _node_settings(
+        port, metrics_port, kafka_port, settings = _node_settings(
             node, all_nodes, free, broker_port_base, link_ports, targets
         )
         zk_connect = settings.get("zookeeper.connect", "")  # proxied: the node's own link
@@ -143,6 +143,7 @@ def plan(
         state.processes.append(
             ProcessInfo(
                 metrics_port=metrics_port,
+                kafka_port=kafka_port,
                 name=node.name,
                 role=node.role,
                 id=node.node_id,
@@ -184,22 +185,25 @@ def _node_settings(
     broker_port_base: int | None,
     link_ports: dict[tuple[str, str], int],
     targets: dict[tuple[str, str], int],
-) -> tuple[int, int, dict[str, str]]:
-    """A node's recorded port, metrics port and deployment settings: one PLAINTEXT listener,
-    or with the proxy (`link_ports`) one listener per source, each recorded in `targets` as
-    where the proxy forwards that source's link."""
+) -> tuple[int, int, int, dict[str, str]]:
+    """A node's recorded port, metrics port, Kafka-protocol port (brokers; 0 = none) and
+    deployment settings: a PLAINTEXT listener (and a broker's KAFKA one), or with the proxy
+    (`link_ports`) one listener per source, each recorded in `targets` as where the proxy
+    forwards that source's link (no KAFKA listener behind the proxy yet)."""
     if not link_ports:
         port = next(free)
         if node.role == "broker" and broker_port_base:
             port = broker_port_base + node.index - 1
         metrics_port = next(free)
-        return port, metrics_port, topology.process_settings(node, HOST, port, metrics_port)
+        kafka_port = next(free) if node.role == "broker" else 0
+        settings = topology.process_settings(node, HOST, port, metrics_port, kafka_port)
+        return port, metrics_port, kafka_port, settings
     metrics_port = next(free)
     own = topology.node_listeners(node, all_nodes)
     listen = {listener: next(free) for listener, _ in own}
     targets.update({(src, node.name): listen[n] for n, src in own if src is not None})
     settings = topology.proxied_settings(node, all_nodes, HOST, listen, link_ports, metrics_port)
-    return link_ports[(topology.CLIENT_SOURCE, node.name)], metrics_port, settings
+    return link_ports[(topology.CLIENT_SOURCE, node.name)], metrics_port, 0, settings
 
 
 def _plan_fault_proxy(

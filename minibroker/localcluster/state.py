@@ -43,6 +43,7 @@ class ProcessInfo:
     cmd: list[str]
     pid: int = -1
     metrics_port: int = 0  # brokers' Prometheus endpoint on 127.0.0.1; 0 = none
+    kafka_port: int = 0  # a broker's KAFKA listener (Kafka's wire protocol); 0 = none
 
     @property
     def address(self) -> str:

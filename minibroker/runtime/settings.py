@@ -43,8 +43,8 @@ PROPERTIES: tuple[Property, ...] = (
     _P(
         "listener.security.protocol.map",
         str,
-        "PLAINTEXT:PLAINTEXT",
-        "listener name -> protocol; every listener here is PLAINTEXT gRPC",
+        "PLAINTEXT:PLAINTEXT,KAFKA:PLAINTEXT",
+        "listener name -> protocol; all PLAINTEXT (gRPC, or Kafka's own on KAFKA*)",
     ),
     _P(
         "inter.broker.listener.name",
@@ -80,6 +80,13 @@ PROPERTIES: tuple[Property, ...] = (
     _P("num.partitions", int, 1, ""),
     _P("message.max.bytes", int, 1048588, "largest record batch a broker accepts"),
     _P("fetch.max.bytes", int, 57671680, "most a broker returns for one fetch (KIP-541)"),
+    _P("socket.request.max.bytes", int, 104857600, "largest request on a Kafka listener"),
+    _P(
+        "connections.max.idle.ms",
+        int,
+        600000,
+        "a Kafka listener's connection idle this long closes",
+    ),
     _P("log.segment.bytes", int, 1073741824, "segment size before a roll"),
     _P("delete.topic.enable", bool, True, ""),
     _P("controlled.shutdown.enable", bool, True, ""),

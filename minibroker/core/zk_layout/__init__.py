@@ -45,8 +45,18 @@ from minibroker.core.zk_layout.notifications import (
     LogDirEventNotificationZNode,
     sequence_number,
 )
+from minibroker.core.zk_layout.producer_ids import (
+    PRODUCER_ID_BLOCK_SIZE,
+    ProducerIdBlock,
+    ProducerIdBlockZNode,
+    next_block,
+)
 
 __all__ = [
+    "PRODUCER_ID_BLOCK_SIZE",
+    "ProducerIdBlock",
+    "ProducerIdBlockZNode",
+    "next_block",
     "BrokerIdZNode",
     "BrokerIdsZNode",
     "BrokerRegistration",

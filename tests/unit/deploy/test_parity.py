@@ -46,7 +46,7 @@ def test_process_mode_runs_the_topology_nodes(planned: localcluster.ClusterState
 def test_process_mode_commands_come_from_the_topology(planned: localcluster.ClusterState) -> None:
     for n in t.nodes():
         p = planned.process(n.name)
-        settings = t.process_settings(n, localcluster.HOST, p.port, p.metrics_port)
+        settings = t.process_settings(n, localcluster.HOST, p.port, p.metrics_port, p.kafka_port)
         args = t.node_args(n, str(Path(planned.dir) / n.name / "data"), settings)
         tail = ["--zk", planned.zk_connect, "--profile", "demo"]
         assert p.cmd == [sys.executable, "-m", n.program, *args, *tail]

@@ -116,6 +116,7 @@ def test_without_the_proxy_nothing_changes(tmp_path: Path) -> None:
     )  # fmt: skip
     assert state.fault_proxy() is None and state.proxy_links == []
     broker = state.process("broker-1")
-    assert f"listeners=PLAINTEXT://127.0.0.1:{broker.port}" in broker.cmd
+    listeners = f"PLAINTEXT://127.0.0.1:{broker.port},KAFKA://127.0.0.1:{broker.kafka_port}"
+    assert f"listeners={listeners}" in broker.cmd
     assert broker.cmd[broker.cmd.index("--zk") + 1] == state.zk_connect
     assert sys.executable == broker.cmd[0]

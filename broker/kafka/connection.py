@@ -1,0 +1,125 @@
+"""One Kafka client connection: frames in, one request at a time (Kafka mutes a connection
+until its answer is sent, so answers leave in request order), answers out.
+
+A connection closes, with a `kafka_connection_closed` event saying why, on framing it cannot
+follow, a request that does not parse, an API or version this broker does not serve (Kafka
+closes then too; only ApiVersions is answered with UNSUPPORTED_VERSION, so that clients learn
+what to ask), or `connections.max.idle.ms` without a byte. Nothing a client sends is
+allocated before it has arrived."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kafka.protocol.api_key import ApiKey
+
+from broker.kafka import handlers_data, handlers_meta, handlers_producer
+from broker.kafka.context import KafkaContext
+from broker.kafka.framing import FrameError, FrameReader
+from broker.kafka.protocol import (
+    APIS,
+    MalformedRequest,
+    decode_request,
+    encode_response,
+    peek_header,
+)
+from minibroker.core.errors import ErrorCode
+from minibroker.runtime import logging as slog
+
+Handler = Callable[[KafkaContext, Any, int], Awaitable[Any]]
+
+HANDLERS: dict[int, Handler] = {
+    ApiKey.ApiVersions: handlers_meta.handle_api_versions,
+    ApiKey.Metadata: handlers_meta.handle_metadata,
+    ApiKey.Produce: handlers_data.handle_produce,
+    ApiKey.Fetch: handlers_data.handle_fetch_request,
+    ApiKey.ListOffsets: handlers_data.handle_list_offsets,
+    ApiKey.OffsetForLeaderEpoch: handlers_data.handle_offset_for_leader_epoch,
+    ApiKey.InitProducerId: handlers_producer.handle_init_producer_id,
+}
+READ_CHUNK = 1 << 16
+
+
+class CloseConnection(Exception):
+    """The connection must close; the message says why."""
+
+
+class KafkaConnection:
+    def __init__(
+        self,
+        ctx: KafkaContext,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        max_request_bytes: int,
+        idle_timeout_s: float,
+    ) -> None:
+        self.ctx = ctx
+        self.reader = reader
+        self.writer = writer
+        self.frames = FrameReader(max_request_bytes)
+        self.idle_timeout_s = idle_timeout_s
+        peer = writer.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+
+    async def serve(self) -> None:
+        reason = "the client closed the connection"
+        try:
+            while True:
+                try:
+                    data = await asyncio.wait_for(self.reader.read(READ_CHUNK), self.idle_timeout_s)
+                except TimeoutError:
+                    reason = f"idle for connections.max.idle.ms ({self.idle_timeout_s:g} s)"
+                    break
+                if not data:
+                    break
+                for payload in self.frames.feed(data):
+                    answer = await self.answer(payload)
+                    if answer is not None:
+                        self.writer.write(answer)
+                        await self.writer.drain()
+        except (FrameError, MalformedRequest, CloseConnection) as exc:
+            reason = str(exc)
+        except (ConnectionError, asyncio.IncompleteReadError) as exc:
+            reason = f"connection lost: {exc!r}"
+        finally:
+            slog.event(
+                "kafka_connection_closed", logging.DEBUG, listener=self.ctx.listener,
+                peer=self.peer, reason=reason,
+            )  # fmt: skip
+            self.writer.close()
+
+    async def answer(self, payload: bytes) -> bytes | None:
+        """The framed answer to one request (None when Kafka sends none: acks=0)."""
+        start = peek_header(payload)
+        api = APIS.get(start.api_key)
+        if api is None:
+            raise CloseConnection(f"API key {start.api_key} is not served by this broker")
+        if not api.supports(start.api_version):
+            if api.key == ApiKey.ApiVersions:
+                refusal = handlers_meta.api_versions(ErrorCode.UNSUPPORTED_VERSION)
+                return encode_response(api, 0, start.correlation_id, refusal)
+            raise CloseConnection(
+                f"{api.key.name} v{start.api_version} is not served (v{api.min_version}"
+                f"-v{api.max_version} are)"
+            )
+        request = decode_request(api, start.api_version, payload)
+        name = f"Kafka{api.key.name}"
+        metrics = self.ctx.rm.metrics
+        started = time.perf_counter()
+        metrics.requests.labels(name).inc()
+        try:
+            response = await HANDLERS[api.key](self.ctx, request, start.api_version)
+        except Exception as exc:  # the broker never crashes on a request
+            slog.event(
+                "request_failed", logging.ERROR, request=name, error=repr(exc), exc_info=True
+            )
+            raise CloseConnection(f"{name} failed on the broker: {exc!r}") from None
+        finally:
+            metrics.request_time.labels(name).observe((time.perf_counter() - started) * 1000)
+        if response is None:
+            return None
+        return encode_response(api, start.api_version, start.correlation_id, response)

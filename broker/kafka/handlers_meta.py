@@ -1,0 +1,88 @@
+"""ApiVersions and Metadata on the Kafka listener (Kafka 2.6's answers)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.metadata.api_versions import ApiVersionsResponse
+from kafka.protocol.metadata.metadata import MetadataResponse
+
+from broker.kafka.context import KafkaContext
+from broker.kafka.protocol import APIS
+from minibroker.core.errors import ErrorCode
+from minibroker.core.types import NO_LEADER
+
+_Version = ApiVersionsResponse.ApiVersion
+_Broker = MetadataResponse.MetadataResponseBroker
+_Topic = MetadataResponse.MetadataResponseTopic
+_Partition = _Topic.MetadataResponsePartition
+
+
+def api_versions(error: ErrorCode = ErrorCode.NONE) -> Any:
+    """Every API this listener serves and its versions. With UNSUPPORTED_VERSION it is the
+    answer to an ApiVersions request of a version this broker does not know (sent as v0, so
+    that any client can read it and ask again)."""
+    return ApiVersionsResponse(
+        error_code=int(error),
+        api_keys=[
+            _Version(api_key=int(a.key), min_version=a.min_version, max_version=a.max_version)
+            for a in sorted(APIS.values(), key=lambda a: a.key)
+        ],
+        throttle_time_ms=0,
+    )
+
+
+async def handle_api_versions(ctx: KafkaContext, request: Any, version: int) -> Any:
+    return api_versions()
+
+
+async def handle_metadata(ctx: KafkaContext, request: Any, version: int) -> Any:
+    cache = ctx.rm.metadata
+    brokers = []
+    for b in cache.brokers.values():
+        # A broker without this listener is left out, as Kafka does (KIP-103).
+        ep = b.endpoint_for(ctx.listener)
+        if ep is not None:
+            brokers.append(_Broker(node_id=b.broker_id, host=ep.host, port=ep.port, rack=None))
+    # v0 asks for every topic with an empty list; later versions with null.
+    names = [t.name for t in request.topics] if request.topics else None
+    topics = []
+    for name in cache.topics() if names is None else names:
+        partitions = cache.partitions_of(name)
+        topic_error = ErrorCode.NONE if partitions else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        topics.append(
+            _Topic(
+                error_code=int(topic_error),
+                name=name,
+                is_internal=False,
+                partitions=[
+                    _Partition(
+                        error_code=int(
+                            ErrorCode.LEADER_NOT_AVAILABLE if s.leader == NO_LEADER else 0
+                        ),
+                        partition_index=tp.partition,
+                        leader_id=s.leader,
+                        leader_epoch=s.leader_epoch,
+                        replica_nodes=list(s.replicas),
+                        isr_nodes=list(s.isr),
+                        offline_replicas=list(s.offline_replicas),
+                    )
+                    for tp, s in partitions
+                ],
+            )
+        )
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=brokers,
+        cluster_id=ctx.cluster_id,
+        controller_id=_admin_broker(ctx),
+        topics=topics,
+    )
+
+
+def _admin_broker(ctx: KafkaContext) -> int:
+    """Kafka clients send admin requests to the "controller" a Metadata answer names. The
+    controller of minibroker is no broker and speaks no Kafka protocol: the answer names the
+    lowest live broker with this listener, and every broker serves those requests."""
+    ids = [b.broker_id for b in ctx.rm.metadata.brokers.values() if b.endpoint_for(ctx.listener)]
+    return min(ids) if ids else -1

@@ -1,0 +1,93 @@
+"""The Kafka APIs this listener answers, at which versions, and their message classes
+(kafka-python's, generated from Kafka's own JSON schemas: they decode requests and encode
+responses, flexible versions included). Ranges are Kafka 2.6's, cut to what minibroker serves:
+record batches of magic 2 only (Produce v3+, Fetch v4+), as its log holds nothing else."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+from kafka.protocol.consumer.offsets import (
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+
+# api_key (int16), api_version (int16), correlation_id (int32): the start of every header.
+HEADER_START = struct.Struct(">hhi")
+
+
+@dataclass(frozen=True)
+class Api:
+    key: ApiKey
+    request: Any  # a kafka-python ApiMessage class
+    response: Any
+    min_version: int
+    max_version: int
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+APIS: dict[int, Api] = {
+    a.key: a
+    for a in (
+        Api(ApiKey.Produce, ProduceRequest, ProduceResponse, 3, 8),
+        Api(ApiKey.Fetch, FetchRequest, FetchResponse, 4, 11),
+        Api(ApiKey.ListOffsets, ListOffsetsRequest, ListOffsetsResponse, 1, 5),
+        Api(ApiKey.Metadata, MetadataRequest, MetadataResponse, 0, 9),
+        Api(ApiKey.ApiVersions, ApiVersionsRequest, ApiVersionsResponse, 0, 3),
+        Api(ApiKey.InitProducerId, InitProducerIdRequest, InitProducerIdResponse, 0, 3),
+        Api(
+            ApiKey.OffsetForLeaderEpoch,
+            OffsetForLeaderEpochRequest,
+            OffsetForLeaderEpochResponse,
+            0,
+            3,
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class HeaderStart:
+    api_key: int
+    api_version: int
+    correlation_id: int
+
+
+class MalformedRequest(Exception):
+    """A request that cannot be read; the message says why (the connection closes)."""
+
+
+def peek_header(payload: bytes) -> HeaderStart:
+    """The key, version and correlation id every request begins with."""
+    if len(payload) < HEADER_START.size:
+        raise MalformedRequest(f"a request of {len(payload)} bytes is shorter than its header")
+    return HeaderStart(*HEADER_START.unpack_from(payload))
+
+
+def decode_request(api: Api, version: int, payload: bytes) -> Any:
+    """The request (its header included, as `.header`); MalformedRequest if it does not parse."""
+    try:
+        return api.request.decode(payload, version=version, header=True)
+    except Exception as exc:  # the library raises whatever its reader hit: all mean "malformed"
+        raise MalformedRequest(
+            f"{api.key.name} v{version} does not parse: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+def encode_response(api: Api, version: int, correlation_id: int, response: Any) -> bytes:
+    """The framed response (size, header, body)."""
+    response.API_VERSION = version
+    response.with_header(correlation_id=correlation_id)
+    return bytes(response.encode(header=True, framed=True))

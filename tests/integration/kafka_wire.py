@@ -1,0 +1,37 @@
+"""Helpers for the tests of the brokers' KAFKA listeners: where they are, a topic on them, and
+every acknowledged record read back at its offset."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+
+from tests.integration.conftest import Cluster
+
+
+def kafka_bootstrap(c: Cluster) -> str:
+    """Every broker's KAFKA listener, as `cluster status --json` lists them."""
+    ports = [p["kafka_port"] for p in c.status()["processes"] if p.get("kafka_port")]
+    assert ports, "no broker has a KAFKA listener"
+    return ",".join(f"127.0.0.1:{port}" for port in ports)
+
+
+def create_topic(c: Cluster, topic: str, partitions: int = 3) -> None:
+    c.cli("topics", "create", topic, "--partitions", str(partitions),
+          "--replication-factor", "3", "--config", "min.insync.replicas=2", "--wait")  # fmt: skip
+
+
+def assert_all_acked_read_back(
+    acked: Mapping[tuple[int, int], bytes], read: Iterable[tuple[int, int, bytes]]
+) -> None:
+    """Every acknowledged (partition, offset) -> value is among what was read, at that offset."""
+    got = {(p, o): v for p, o, v in read}
+    missing = {k: v for k, v in acked.items() if got.get(k) != v}
+    assert not missing, f"{len(missing)} acknowledged records not read back: {list(missing)[:5]}"
+
+
+def registered_endpoints(c: Cluster, broker_id: int) -> list[str]:
+    data, _ = c.zk.get(f"/brokers/ids/{broker_id}")
+    assert data is not None
+    endpoints: list[str] = json.loads(data)["endpoints"]
+    return endpoints

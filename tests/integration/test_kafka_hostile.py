@@ -1,0 +1,164 @@
+"""Hostile input on a broker's KAFKA listener (issue 19): bad framing lengths (negative, over
+socket.request.max.bytes, 100 MB announced and never sent, longer than the bytes sent),
+truncated requests, unknown API keys and versions, bodies that do not parse, a slow sender and
+a silent one. Each gets an answer or a closed connection, within a deadline; afterwards the
+broker still answers, no handler failed, and no byte reached the log."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from collections.abc import Iterator
+
+import pytest
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+
+from minibroker.core.errors import ErrorCode
+from minibroker.runtime.zk_store import ZkStore
+from tests.integration.conftest import Cluster, running_cluster, segment_bytes
+from tests.integration.kafka_wire import create_topic, kafka_bootstrap
+
+pytestmark = pytest.mark.integration
+
+IDLE_MS = 1500
+DEADLINE_S = 10.0
+
+
+@pytest.fixture(scope="module")
+def hc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    d = tmp_path_factory.mktemp("kafka-hostile") / "cluster"
+    with running_cluster(
+        d, "--controllers", "1", "--set", f"connections.max.idle.ms={IDLE_MS}"
+    ) as state:
+        zk = ZkStore(state.zk_connect, session_timeout_ms=5000)
+        zk.start()
+        try:
+            c = Cluster(d, state, zk)
+            create_topic(c, "t", partitions=1)
+            yield c
+        finally:
+            zk.stop()
+
+
+def address(c: Cluster) -> tuple[str, int]:
+    host, port = kafka_bootstrap(c).split(",")[0].split(":")
+    return host, int(port)
+
+
+def request_bytes(request: object, version: int, correlation_id: int = 1) -> bytes:
+    request.API_VERSION = version  # type: ignore[attr-defined]
+    request.with_header(correlation_id=correlation_id, client_id="hostile")  # type: ignore[attr-defined]
+    return bytes(request.encode(header=True, framed=True))  # type: ignore[attr-defined]
+
+
+def connect(c: Cluster) -> socket.socket:
+    s = socket.create_connection(address(c), timeout=DEADLINE_S)
+    s.settimeout(DEADLINE_S)
+    return s
+
+
+def closed_by_broker(s: socket.socket) -> bool:
+    """Whether the broker closes the connection (reads end) within the deadline."""
+    try:
+        while s.recv(65536):
+            pass
+        return True
+    except ConnectionResetError:
+        return True
+    finally:
+        s.close()
+
+
+def read_frame(s: socket.socket) -> bytes:
+    def exactly(n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = s.recv(n - len(out))
+            assert chunk, "the broker closed the connection instead of answering"
+            out += chunk
+        return out
+
+    (size,) = struct.unpack(">i", exactly(4))
+    return struct.pack(">i", size) + exactly(size)
+
+
+@pytest.mark.parametrize(
+    ("name", "payload"),
+    [
+        ("negative size", struct.pack(">i", -7) + b"xxxx"),
+        ("over socket.request.max.bytes", struct.pack(">i", 200 << 20) + b"x" * 100),
+        ("shorter than a header", struct.pack(">i", 3) + b"\x00\x03\x00"),
+        ("unknown API key", struct.pack(">ihhi", 8, 999, 0, 1)),
+        ("Produce v0 (message format 0)", struct.pack(">ihhi", 8, 0, 0, 1)),
+        ("LeaderAndIsr from a client", struct.pack(">ihhi", 8, 4, 0, 1)),
+        ("a body that does not parse", struct.pack(">ihhi", 20, 3, 9, 1) + b"\xff" * 12),
+    ],
+)
+def test_what_cannot_be_served_closes_the_connection(
+    hc: Cluster, name: str, payload: bytes
+) -> None:
+    s = connect(hc)
+    s.sendall(payload)
+    assert closed_by_broker(s), name
+
+
+def test_an_unknown_apiversions_version_is_answered_unsupported_version(hc: Cluster) -> None:
+    s = connect(hc)
+    s.sendall(struct.pack(">ihhi", 8, 18, 99, 42))
+    response = ApiVersionsResponse.decode(read_frame(s), version=0, header=True, framed=True)
+    s.close()
+    assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert response.header.correlation_id == 42
+
+
+def test_a_frame_announced_and_never_sent_holds_nothing_and_ends_with_the_idle_timeout(
+    hc: Cluster,
+) -> None:
+    s = connect(hc)
+    s.sendall(struct.pack(">i", 100_000_000) + b"x" * 1000)  # 100 MB announced, 1 KB sent
+    started = time.monotonic()
+    assert closed_by_broker(s)
+    assert time.monotonic() - started < IDLE_MS / 1000 + DEADLINE_S
+
+
+def test_a_slow_sender_is_answered_and_a_silent_one_closed(hc: Cluster) -> None:
+    s = connect(hc)
+    for b in request_bytes(ApiVersionsRequest(), 0, correlation_id=3):
+        s.sendall(bytes([b]))
+        time.sleep(0.01)  # a byte every 10 ms: slower than any client, faster than the idle limit
+    assert ApiVersionsResponse.decode(read_frame(s), version=0, header=True, framed=True)
+    started = time.monotonic()
+    assert closed_by_broker(s)  # then silence: connections.max.idle.ms
+    assert IDLE_MS / 1000 * 0.5 < time.monotonic() - started < IDLE_MS / 1000 + DEADLINE_S
+
+
+def test_pipelined_requests_are_answered_in_order(hc: Cluster) -> None:
+    s = connect(hc)
+    s.sendall(
+        b"".join(
+            request_bytes(MetadataRequest(topics=None, allow_auto_topic_creation=False), 9, i)
+            for i in range(20)
+        )
+    )
+    ids = [
+        MetadataResponse.decode(
+            read_frame(s), version=9, header=True, framed=True
+        ).header.correlation_id
+        for _ in range(20)
+    ]
+    s.close()
+    assert ids == list(range(20))
+
+
+def test_afterwards_the_broker_serves_and_nothing_reached_the_log(hc: Cluster) -> None:
+    before = segment_bytes(hc)
+    s = connect(hc)
+    s.sendall(request_bytes(MetadataRequest(topics=None, allow_auto_topic_creation=False), 9))
+    response = MetadataResponse.decode(read_frame(s), version=9, header=True, framed=True)
+    s.close()
+    assert {b.node_id for b in response.brokers} == {1, 2, 3}
+    assert segment_bytes(hc) == before == {1: b"", 2: b"", 3: b""}
+    for p in hc.reload().by_role("broker"):
+        assert not [e for e in hc.log_events(p.name) if e.get("event") == "request_failed"]
