@@ -17,7 +17,7 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from broker.kafka import handlers_data, handlers_meta, handlers_producer
+from broker.kafka import handlers_data, handlers_groups, handlers_meta, handlers_producer
 from broker.kafka.context import KafkaContext
 from broker.kafka.framing import FrameError, FrameReader
 from broker.kafka.protocol import (
@@ -40,6 +40,13 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ListOffsets: handlers_data.handle_list_offsets,
     ApiKey.OffsetForLeaderEpoch: handlers_data.handle_offset_for_leader_epoch,
     ApiKey.InitProducerId: handlers_producer.handle_init_producer_id,
+    ApiKey.FindCoordinator: handlers_groups.handle_find_coordinator,
+    ApiKey.JoinGroup: handlers_groups.handle_join_group,
+    ApiKey.SyncGroup: handlers_groups.handle_sync_group,
+    ApiKey.Heartbeat: handlers_groups.handle_heartbeat,
+    ApiKey.LeaveGroup: handlers_groups.handle_leave_group,
+    ApiKey.OffsetCommit: handlers_groups.handle_offset_commit,
+    ApiKey.OffsetFetch: handlers_groups.handle_offset_fetch,
 }
 READ_CHUNK = 1 << 16
 

@@ -11,6 +11,20 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+from kafka.protocol.consumer.group import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 from kafka.protocol.consumer.offsets import (
     ListOffsetsRequest,
     ListOffsetsResponse,
@@ -18,6 +32,10 @@ from kafka.protocol.consumer.offsets import (
     OffsetForLeaderEpochResponse,
 )
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata.find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
@@ -47,6 +65,13 @@ APIS: dict[int, Api] = {
         Api(ApiKey.Metadata, MetadataRequest, MetadataResponse, 0, 9),
         Api(ApiKey.ApiVersions, ApiVersionsRequest, ApiVersionsResponse, 0, 3),
         Api(ApiKey.InitProducerId, InitProducerIdRequest, InitProducerIdResponse, 0, 3),
+        Api(ApiKey.FindCoordinator, FindCoordinatorRequest, FindCoordinatorResponse, 0, 3),
+        Api(ApiKey.JoinGroup, JoinGroupRequest, JoinGroupResponse, 0, 7),
+        Api(ApiKey.SyncGroup, SyncGroupRequest, SyncGroupResponse, 0, 5),
+        Api(ApiKey.Heartbeat, HeartbeatRequest, HeartbeatResponse, 0, 4),
+        Api(ApiKey.LeaveGroup, LeaveGroupRequest, LeaveGroupResponse, 0, 4),
+        Api(ApiKey.OffsetCommit, OffsetCommitRequest, OffsetCommitResponse, 2, 8),
+        Api(ApiKey.OffsetFetch, OffsetFetchRequest, OffsetFetchResponse, 1, 7),
         Api(
             ApiKey.OffsetForLeaderEpoch,
             OffsetForLeaderEpochRequest,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+from broker.groups.coordinator import GroupCoordinator
 from broker.kafka.connection import KafkaConnection
 from broker.kafka.context import KafkaContext
 from broker.kafka.producer_ids import ProducerIdManager
@@ -20,6 +21,7 @@ class KafkaServers:
         self._connections: set[asyncio.Task[None]] = set()
         self._max_request_bytes = 0
         self._idle_s = 0.0
+        self._groups: GroupCoordinator | None = None
 
     async def listen(self, endpoint: Endpoint) -> int:
         """Bind `endpoint`; the port bound (0 if it cannot be)."""
@@ -54,8 +56,12 @@ class KafkaServers:
         self._max_request_bytes = settings.get_int("socket.request.max.bytes")
         self._idle_s = settings.get_int("connections.max.idle.ms") / 1000
         producer_ids = ProducerIdManager(rm.store, rm.broker_id)
+        self._groups = GroupCoordinator(rm)
+        self._groups.start()
         for listener, server in self._servers.items():
-            self._contexts[listener] = KafkaContext(rm, listener, cluster_id, producer_ids)
+            self._contexts[listener] = KafkaContext(
+                rm, listener, cluster_id, producer_ids, self._groups
+            )
             await server.start_serving()
 
     async def stop(self) -> None:
@@ -64,5 +70,7 @@ class KafkaServers:
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._groups is not None:
+            await self._groups.stop()
         for server in self._servers.values():
             await server.wait_closed()

@@ -81,6 +81,9 @@ PROPERTIES: tuple[Property, ...] = (
     _P("message.max.bytes", int, 1048588, "largest record batch a broker accepts"),
     _P("fetch.max.bytes", int, 57671680, "most a broker returns for one fetch (KIP-541)"),
     _P("socket.request.max.bytes", int, 104857600, "largest request on a Kafka listener"),
+    _P("group.min.session.timeout.ms", int, 6000, "shortest session a group member may ask"),
+    _P("group.max.session.timeout.ms", int, 1800000, "longest session a group member may ask"),
+    _P("group.initial.rebalance.delay.ms", int, 3000, "an empty group waits this for members"),
     _P(
         "connections.max.idle.ms",
         int,

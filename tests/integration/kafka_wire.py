@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 
+from minibroker.core.types import TopicPartition
+from minibroker.core.zk_layout import TopicPartitionStateZNode
 from tests.integration.conftest import Cluster
 
 
@@ -35,3 +37,9 @@ def registered_endpoints(c: Cluster, broker_id: int) -> list[str]:
     assert data is not None
     endpoints: list[str] = json.loads(data)["endpoints"]
     return endpoints
+
+
+def leader_of(c: Cluster, topic: str, partition: int) -> int:
+    """The partition's leader as its state znode says."""
+    data, stat = c.zk.get(TopicPartitionStateZNode.path(TopicPartition(topic, partition)))
+    return TopicPartitionStateZNode.decode(data, stat.version).leader

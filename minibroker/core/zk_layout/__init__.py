@@ -32,6 +32,7 @@ from minibroker.core.zk_layout.brokers import (
     TopicZNode,
     parse_endpoint,
 )
+from minibroker.core.zk_layout.consumers import ConsumerOffsetZNode, valid_group_id
 from minibroker.core.zk_layout.controller import (
     ControllerEndpointZNode,
     ControllerEpochZNode,
@@ -53,6 +54,8 @@ from minibroker.core.zk_layout.producer_ids import (
 )
 
 __all__ = [
+    "ConsumerOffsetZNode",
+    "valid_group_id",
     "PRODUCER_ID_BLOCK_SIZE",
     "ProducerIdBlock",
     "ProducerIdBlockZNode",

@@ -1,0 +1,199 @@
+"""FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit and OffsetFetch on
+the Kafka listener: Kafka 2.6's fields to the group coordinator (broker/groups) and back. A
+request for a group this broker does not coordinate is answered NOT_COORDINATOR (the client
+asks FindCoordinator again), as in Kafka."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.consumer.group import (
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
+    SyncGroupResponse,
+)
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorResponse
+
+from broker.groups.offsets import NO_OFFSET
+from broker.kafka.context import KafkaContext
+from minibroker.core.errors import ErrorCode
+from minibroker.core.types import TopicPartition
+from minibroker.runtime.zk_errors import ZkError
+
+GROUP_KEY_TYPE = 0
+_Member = JoinGroupResponse.JoinGroupResponseMember
+_Left = LeaveGroupResponse.MemberResponse
+_CommitTopic = OffsetCommitResponse.OffsetCommitResponseTopic
+_CommitPartition = _CommitTopic.OffsetCommitResponsePartition
+_FetchTopic = OffsetFetchResponse.OffsetFetchResponseTopic
+_FetchPartition = _FetchTopic.OffsetFetchResponsePartition
+
+
+async def handle_find_coordinator(ctx: KafkaContext, request: Any, version: int) -> Any:
+    key_type = request.key_type if version >= 1 else GROUP_KEY_TYPE
+    error, node = ErrorCode.NONE, None
+    if key_type != GROUP_KEY_TYPE:
+        error = ErrorCode.INVALID_REQUEST  # no transaction coordinator: no transactions
+    else:
+        node_id = ctx.groups.coordinator_of(request.key, ctx.listener)
+        broker = None if node_id is None else ctx.rm.metadata.brokers.get(node_id)
+        node = None if broker is None else broker.endpoint_for(ctx.listener)
+        if node is None:
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return FindCoordinatorResponse(
+        throttle_time_ms=0,
+        error_code=int(error),
+        error_message=None if error is ErrorCode.NONE else error.name,
+        node_id=-1 if node is None else node_id,
+        host="" if node is None else node.host,
+        port=-1 if node is None else node.port,
+    )
+
+
+async def handle_join_group(ctx: KafkaContext, request: Any, version: int) -> Any:
+    error = ctx.groups.check_group(request.group_id, ctx.listener)
+    if error is not ErrorCode.NONE:
+        return _join_response(error, request.member_id)
+    result = await ctx.groups.join(
+        request.group_id,
+        request.member_id or "",
+        client_id=request.header.client_id or "",
+        client_host="",
+        session_timeout_ms=int(request.session_timeout_ms),
+        rebalance_timeout_ms=int(request.rebalance_timeout_ms)
+        if version >= 1
+        else int(request.session_timeout_ms),
+        protocol_type=request.protocol_type,
+        protocols=[(p.name, bytes(p.metadata or b"")) for p in request.protocols],
+        require_known_member_id=version >= 4,
+    )
+    return JoinGroupResponse(
+        throttle_time_ms=0,
+        error_code=int(result.error),
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name if version >= 7 else (result.protocol_name or ""),
+        leader=result.leader_id,
+        member_id=result.member_id,
+        members=[
+            _Member(member_id=m, group_instance_id=None, metadata=meta)
+            for m, meta in result.members
+        ],
+    )
+
+
+def _join_response(error: ErrorCode, member_id: str) -> Any:
+    return JoinGroupResponse(
+        throttle_time_ms=0, error_code=int(error), generation_id=-1, protocol_type=None,
+        protocol_name="", leader="", member_id=member_id or "", members=[],
+    )  # fmt: skip
+
+
+async def handle_sync_group(ctx: KafkaContext, request: Any, version: int) -> Any:
+    error = ctx.groups.check_group(request.group_id, ctx.listener)
+    assignment = b""
+    if error is ErrorCode.NONE:
+        error, assignment = await ctx.groups.sync(
+            request.group_id,
+            request.member_id,
+            int(request.generation_id),
+            {a.member_id: bytes(a.assignment or b"") for a in request.assignments},
+        )
+    group = ctx.groups.groups.get(request.group_id)
+    return SyncGroupResponse(
+        throttle_time_ms=0,
+        error_code=int(error),
+        protocol_type=group.protocol_type if group else None,
+        protocol_name=group.protocol_name if group else None,
+        assignment=assignment,
+    )
+
+
+async def handle_heartbeat(ctx: KafkaContext, request: Any, version: int) -> Any:
+    error = ctx.groups.check_group(request.group_id, ctx.listener)
+    if error is ErrorCode.NONE:
+        error = ctx.groups.heartbeat(
+            request.group_id, request.member_id, int(request.generation_id)
+        )
+    return HeartbeatResponse(throttle_time_ms=0, error_code=int(error))
+
+
+async def handle_leave_group(ctx: KafkaContext, request: Any, version: int) -> Any:
+    member_ids = [m.member_id for m in request.members] if version >= 3 else [request.member_id]
+    error = ctx.groups.check_group(request.group_id, ctx.listener)
+    errors = [error] * len(member_ids)
+    if error is ErrorCode.NONE:
+        errors = ctx.groups.leave(request.group_id, member_ids)
+        if version < 3:
+            error = errors[0]
+    return LeaveGroupResponse(
+        throttle_time_ms=0,
+        error_code=int(error),
+        members=[
+            _Left(member_id=m, group_instance_id=None, error_code=int(e))
+            for m, e in zip(member_ids, errors, strict=True)
+        ],
+    )
+
+
+async def handle_offset_commit(ctx: KafkaContext, request: Any, version: int) -> Any:
+    offsets = {
+        TopicPartition(t.name, p.partition_index): int(p.committed_offset)
+        for t in request.topics
+        for p in t.partitions
+    }
+    error = ctx.groups.check_group(request.group_id, ctx.listener)
+    if error is ErrorCode.NONE:
+        error = ctx.groups.check_commit(
+            request.group_id, request.member_id or "", int(request.generation_id_or_member_epoch)
+        )
+    if error is ErrorCode.NONE:
+        try:
+            await ctx.groups.offsets.commit(request.group_id, offsets)
+        except ZkError:
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE  # ZooKeeper unreachable: retry later
+    by_topic: dict[str, list[Any]] = {}
+    for tp in offsets:
+        by_topic.setdefault(tp.topic, []).append(
+            _CommitPartition(partition_index=tp.partition, error_code=int(error))
+        )
+    return OffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=[_CommitTopic(name=name, partitions=parts) for name, parts in by_topic.items()],
+    )
+
+
+async def handle_offset_fetch(ctx: KafkaContext, request: Any, version: int) -> Any:
+    wanted = (
+        None
+        if request.topics is None
+        else [TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
+    )
+    error = ctx.groups.check_group(request.group_id, ctx.listener)
+    committed: dict[TopicPartition, int] = {}
+    if error is ErrorCode.NONE:
+        try:
+            committed = await ctx.groups.offsets.fetch(request.group_id, wanted)
+        except ZkError:
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    tps = wanted if wanted is not None else list(committed)
+    by_topic: dict[str, list[Any]] = {}
+    for tp in tps:
+        by_topic.setdefault(tp.topic, []).append(
+            _FetchPartition(
+                partition_index=tp.partition,
+                committed_offset=committed.get(tp, NO_OFFSET),
+                committed_leader_epoch=-1,
+                metadata="",
+                # Before v2 the error is per partition only.
+                error_code=int(error) if version < 2 else 0,
+            )
+        )
+    return OffsetFetchResponse(
+        throttle_time_ms=0,
+        topics=[_FetchTopic(name=name, partitions=parts) for name, parts in by_topic.items()],
+        error_code=int(error),
+    )

@@ -1,0 +1,42 @@
+"""/consumers/<group>/offsets/<topic>/<partition>: a group's committed offset of a partition,
+where Kafka 0.8's consumers kept it (ZkUtils' consumer offset dir; the data is the offset in
+decimal). minibroker keeps no __consumer_offsets topic, so its group coordinators commit here."""
+
+from __future__ import annotations
+
+from minibroker.core.types import TopicPartition
+from minibroker.core.zk_layout.json_codec import ZNodeFormatError
+
+
+class ConsumerOffsetZNode:
+    root = "/consumers"
+
+    @staticmethod
+    def group_offsets_path(group_id: str) -> str:
+        return f"{ConsumerOffsetZNode.root}/{group_id}/offsets"
+
+    @staticmethod
+    def topic_path(group_id: str, topic: str) -> str:
+        return f"{ConsumerOffsetZNode.group_offsets_path(group_id)}/{topic}"
+
+    @staticmethod
+    def path(group_id: str, tp: TopicPartition) -> str:
+        return f"{ConsumerOffsetZNode.topic_path(group_id, tp.topic)}/{tp.partition}"
+
+    @staticmethod
+    def encode(offset: int) -> bytes:
+        return str(offset).encode("ascii")
+
+    @staticmethod
+    def decode(data: bytes | None) -> int:
+        try:
+            return int((data or b"").decode("ascii"))
+        except (UnicodeDecodeError, ValueError):
+            raise ZNodeFormatError(
+                f"a committed offset must be a decimal number: {data!r}"
+            ) from None
+
+
+def valid_group_id(group_id: str) -> bool:
+    """A group id that names a ZooKeeper path segment (not empty, no '/', not '.' or '..')."""
+    return bool(group_id) and "/" not in group_id and group_id not in (".", "..")

@@ -1,0 +1,161 @@
+"""A consumer group's rules (Kafka 2.6's GroupCoordinator), time as an argument: joins gather
+into generations, the leader's assignment settles them, heartbeats, leaves and silences start
+the next rebalance, and commits are checked against the generation."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.groups.group import Group, GroupState, Member
+from broker.groups.placement import coordinator_for, java_string_hash
+from minibroker.core.errors import ErrorCode
+
+DELAY = 300
+SESSION = 10_000
+REBALANCE = 20_000
+
+
+def member(member_id: str, now: int, protocols: list[str] | None = None) -> Member:
+    names = protocols or ["range", "roundrobin"]
+    return Member(member_id, "client", "host", SESSION, REBALANCE,
+                  [(n, f"{member_id}:{n}".encode()) for n in names], now)  # fmt: skip
+
+
+def formed(*ids: str) -> Group:
+    """A group whose members joined at 0 and whose first generation formed after the delay."""
+    g = Group("g", DELAY)
+    for m in ids:
+        assert g.check_join("", "consumer", member(m, 0).protocols) is ErrorCode.NONE
+        assert g.join(member(m, 0), "consumer", 0) is None
+    assert not g.rejoin_complete(DELAY - 1)  # an empty group gathers its first members
+    assert g.rejoin_complete(DELAY)
+    g.complete_join()
+    return g
+
+
+def test_the_first_generation_forms_after_the_initial_delay_and_the_leader_gets_all() -> None:
+    g = Group("g", DELAY)
+    g.join(member("a", 0), "consumer", 0)
+    g.join(member("b", 10), "consumer", 10)
+    assert g.rejoin_complete(DELAY)
+    results = {r.member_id: r for r in g.complete_join()}
+    assert g.state is GroupState.COMPLETING_REBALANCE and g.generation_id == 1
+    assert results["a"].leader_id == "a" and results["a"].protocol_name == "range"
+    assert [m for m, _ in results["a"].members] == ["a", "b"]
+    assert results["b"].members == () and results["b"].generation_id == 1
+
+
+def test_the_leaders_sync_settles_the_generation_and_followers_get_their_part() -> None:
+    g = formed("a", "b")
+    assert g.sync("b", 1, {}, DELAY) is None  # waits for the leader
+    assert g.sync("a", 1, {"a": b"A", "b": b"B"}, DELAY) == (ErrorCode.NONE, b"A")
+    assert g.state is GroupState.STABLE and g.members["b"].assignment == b"B"
+    assert g.sync("b", 1, {}, DELAY) == (ErrorCode.NONE, b"B")
+
+
+def test_heartbeats_answer_by_member_generation_and_state() -> None:
+    g = formed("a", "b")
+    assert g.heartbeat("nobody", 1, DELAY) is ErrorCode.UNKNOWN_MEMBER_ID
+    assert g.heartbeat("a", 0, DELAY) is ErrorCode.ILLEGAL_GENERATION
+    assert g.heartbeat("a", 1, DELAY) is ErrorCode.NONE  # awaiting the sync is fine
+    g.sync("a", 1, {"a": b"A", "b": b"B"}, DELAY)
+    assert g.heartbeat("b", 1, DELAY) is ErrorCode.NONE
+    assert g.leave("b", DELAY + 1) is ErrorCode.NONE
+    assert g.state is GroupState.PREPARING_REBALANCE
+    assert g.heartbeat("a", 1, DELAY + 2) is ErrorCode.REBALANCE_IN_PROGRESS
+
+
+def test_a_rebalance_completes_once_every_member_rejoined_or_at_its_deadline() -> None:
+    g = formed("a", "b")
+    g.sync("a", 1, {"a": b"A", "b": b"B"}, DELAY)
+    g.join(member("c", 1000), "consumer", 1000)  # a new member: everyone must rejoin
+    assert g.state is GroupState.PREPARING_REBALANCE and not g.rejoin_complete(1001)
+    g.join(member("a", 1002), "consumer", 1002)
+    assert not g.rejoin_complete(1003)  # b has not rejoined
+    assert g.rejoin_complete(1000 + REBALANCE)  # ... and never does
+    results = g.complete_join()
+    assert sorted(r.member_id for r in results) == ["a", "c"] and "b" not in g.members
+    assert g.generation_id == 2 and g.leader_id == "a"
+
+
+def test_a_follower_rejoining_unchanged_in_a_stable_group_gets_its_generation_back() -> None:
+    g = formed("a", "b")
+    g.sync("a", 1, {"a": b"A", "b": b"B"}, DELAY)
+    again = g.join(member("b", 2000), "consumer", 2000)
+    assert again is not None and again.generation_id == 1 and g.state is GroupState.STABLE
+
+
+def test_silent_members_expire_but_not_while_they_wait_for_an_answer() -> None:
+    g = formed("a", "b")  # both wait for their sync answer
+    assert g.expire(DELAY + SESSION + 1) == []
+    g.sync("a", 1, {"a": b"A", "b": b"B"}, DELAY)
+    g.heartbeat("a", 1, DELAY + SESSION)
+    assert g.expire(DELAY + SESSION + 1) == ["b"]
+    assert g.state is GroupState.PREPARING_REBALANCE
+
+
+def test_the_last_member_leaving_empties_the_group() -> None:
+    g = formed("a")
+    g.sync("a", 1, {"a": b"A"}, DELAY)
+    g.leave("a", DELAY)
+    assert (g.state, g.leader_id, g.members) == (GroupState.EMPTY, None, {})
+
+
+@pytest.mark.parametrize(
+    ("existing", "joining", "protocol_type", "error"),
+    [
+        (["range"], ["range", "sticky"], "consumer", ErrorCode.NONE),
+        (["range"], ["sticky"], "consumer", ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
+        (["range"], ["range"], "connect", ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
+    ],
+)
+def test_a_join_must_share_the_groups_protocol_type_and_a_protocol(
+    existing: list[str], joining: list[str], protocol_type: str, error: ErrorCode
+) -> None:
+    g = Group("g", DELAY)
+    g.join(member("a", 0, existing), "consumer", 0)
+    assert g.check_join("", protocol_type, member("b", 0, joining).protocols) is error
+
+
+def test_an_unknown_member_id_cannot_join_but_one_handed_out_can() -> None:
+    g = Group("g", DELAY)
+    assert (
+        g.check_join("made-up", "consumer", member("x", 0).protocols) is ErrorCode.UNKNOWN_MEMBER_ID
+    )
+    g.add_pending("given")
+    assert g.check_join("given", "consumer", member("x", 0).protocols) is ErrorCode.NONE
+
+
+def test_the_protocol_is_the_one_most_members_prefer_among_those_all_support() -> None:
+    g = Group("g", DELAY)
+    g.join(member("a", 0, ["roundrobin", "range"]), "consumer", 0)
+    g.join(member("b", 0, ["range", "roundrobin"]), "consumer", 0)
+    g.join(member("c", 0, ["range"]), "consumer", 0)
+    g.complete_join()
+    assert g.protocol_name == "range"
+
+
+def test_commits_need_the_current_generation_except_in_an_empty_group() -> None:
+    g = Group("g", DELAY)
+    assert (
+        g.check_commit(
+            "",
+            -1,
+        )
+        is ErrorCode.NONE
+    )  # offsets only: no membership
+    g = formed("a")
+    assert g.check_commit("a", 1) is ErrorCode.REBALANCE_IN_PROGRESS  # awaiting the assignment
+    g.sync("a", 1, {"a": b"A"}, DELAY)
+    assert g.check_commit("a", 1) is ErrorCode.NONE
+    assert g.check_commit("a", 0) is ErrorCode.ILLEGAL_GENERATION
+    assert g.check_commit("", -1) is ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_javas_string_hash_and_kafkas_abs_place_groups() -> None:
+    assert java_string_hash("hello") == 99162322
+    assert java_string_hash("") == 0
+    assert java_string_hash("polygenelubricants") == -(1 << 31)  # Utils.abs(MIN_VALUE) == 0
+    assert coordinator_for("polygenelubricants", [3, 1, 2]) == 1
+    assert coordinator_for("hello", [1, 2, 3]) == [1, 2, 3][99162322 % 3]
+    assert coordinator_for("g", []) is None
