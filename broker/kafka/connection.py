@@ -17,7 +17,13 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from broker.kafka import handlers_data, handlers_groups, handlers_meta, handlers_producer
+from broker.kafka import (
+    handlers_admin,
+    handlers_data,
+    handlers_groups,
+    handlers_meta,
+    handlers_producer,
+)
 from broker.kafka.context import KafkaContext
 from broker.kafka.framing import FrameError, FrameReader
 from broker.kafka.protocol import (
@@ -47,6 +53,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.LeaveGroup: handlers_groups.handle_leave_group,
     ApiKey.OffsetCommit: handlers_groups.handle_offset_commit,
     ApiKey.OffsetFetch: handlers_groups.handle_offset_fetch,
+    ApiKey.CreateTopics: handlers_admin.handle_create_topics,
+    ApiKey.DeleteTopics: handlers_admin.handle_delete_topics,
+    ApiKey.DescribeConfigs: handlers_admin.handle_describe_configs,
 }
 READ_CHUNK = 1 << 16
 

@@ -9,6 +9,13 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from kafka.protocol.admin.configs import DescribeConfigsRequest, DescribeConfigsResponse
+from kafka.protocol.admin.topics import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.consumer.group import (
@@ -72,6 +79,9 @@ APIS: dict[int, Api] = {
         Api(ApiKey.LeaveGroup, LeaveGroupRequest, LeaveGroupResponse, 0, 4),
         Api(ApiKey.OffsetCommit, OffsetCommitRequest, OffsetCommitResponse, 2, 8),
         Api(ApiKey.OffsetFetch, OffsetFetchRequest, OffsetFetchResponse, 1, 7),
+        Api(ApiKey.CreateTopics, CreateTopicsRequest, CreateTopicsResponse, 0, 5),
+        Api(ApiKey.DeleteTopics, DeleteTopicsRequest, DeleteTopicsResponse, 0, 4),
+        Api(ApiKey.DescribeConfigs, DescribeConfigsRequest, DescribeConfigsResponse, 0, 3),
         Api(
             ApiKey.OffsetForLeaderEpoch,
             OffsetForLeaderEpochRequest,

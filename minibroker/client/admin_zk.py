@@ -163,9 +163,12 @@ def create_topic(
     replication_factor: int,
     config: Mapping[str, str],
     rng: random.Random,
+    *,
+    validate_only: bool = False,
 ) -> TopicAssignment:
     """Validate, assign replicas over the live brokers, write /config/topics/<topic> (always,
-    as Kafka does, even when empty) and then /brokers/topics/<topic>.
+    as Kafka does, even when empty) and then /brokers/topics/<topic>; with `validate_only`,
+    everything but the writes (Kafka's CreateTopics validateOnly).
 
     Raises ApiError: INVALID_TOPIC_EXCEPTION, INVALID_CONFIG, TOPIC_ALREADY_EXISTS,
     INVALID_PARTITIONS or INVALID_REPLICATION_FACTOR.
@@ -185,6 +188,8 @@ def create_topic(
             replica_shift=replica_shift,
         )
     )
+    if validate_only:
+        return assignment
     # Config first: the controller reacts to the assignment and must find the overrides (e.g.
     # unclean.leader.election.enable) in place. As in Kafka, the two writes are not atomic.
     _set_or_create(zk, ConfigEntityZNode.path("topics", topic), ConfigEntityZNode.encode(config))

@@ -45,6 +45,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     KAFKA_STORAGE_ERROR: _ClassVar[ErrorCode]
     FETCH_SESSION_ID_NOT_FOUND: _ClassVar[ErrorCode]
     INVALID_FETCH_SESSION_EPOCH: _ClassVar[ErrorCode]
+    TOPIC_DELETION_DISABLED: _ClassVar[ErrorCode]
     FENCED_LEADER_EPOCH: _ClassVar[ErrorCode]
     UNKNOWN_LEADER_EPOCH: _ClassVar[ErrorCode]
     STALE_BROKER_EPOCH: _ClassVar[ErrorCode]
@@ -93,6 +94,7 @@ INVALID_REQUEST: ErrorCode
 KAFKA_STORAGE_ERROR: ErrorCode
 FETCH_SESSION_ID_NOT_FOUND: ErrorCode
 INVALID_FETCH_SESSION_EPOCH: ErrorCode
+TOPIC_DELETION_DISABLED: ErrorCode
 FENCED_LEADER_EPOCH: ErrorCode
 UNKNOWN_LEADER_EPOCH: ErrorCode
 STALE_BROKER_EPOCH: ErrorCode

@@ -156,3 +156,27 @@ def test_brokers_taking_producer_id_blocks_at_once_never_share_an_id(kc: Cluster
     taken = sorted((b.block_start, b.block_end) for bs in blocks for b in bs)
     assert len(taken) == 15
     assert all(a[1] < b[0] for a, b in zip(taken, taken[1:], strict=False))  # disjoint
+
+
+def test_kafka_pythons_admin_client_creates_and_describes_a_topic(kc: Cluster) -> None:
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+    from kafka.errors import InvalidReplicationFactorError, TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap(kc).split(","))
+    try:
+        created = admin.create_topics(
+            [NewTopic("made", 3, 3, topic_configs={"min.insync.replicas": "2"})],
+            timeout_ms=30_000,
+        )
+        assert [t["error_code"] for t in created["topics"]] == [0]
+        (described,) = admin.describe_topics(["made"])
+        assert len(described["partitions"]) == 3
+        assert all(len(p["isr_nodes"]) == 3 for p in described["partitions"])
+        configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "made")])
+        assert configs["topic"]["made"]["min.insync.replicas"]["value"] == "2"
+        with pytest.raises(TopicAlreadyExistsError):
+            admin.create_topics([NewTopic("made", 1, 1)])
+        with pytest.raises(InvalidReplicationFactorError):
+            admin.create_topics([NewTopic("wide", 1, 4)])
+    finally:
+        admin.close()
