@@ -8,6 +8,11 @@ the same reason. A failure prints the blob to replay it (`@reproduce_failure`).
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -17,3 +22,28 @@ settings.register_profile(
     print_blob=True,
 )
 settings.load_profile("minibroker")
+
+
+_CLIENT_THREAD_PREFIXES = ("kafka-",)  # kafka-python's I/O and sender threads
+_CLIENT_THREAD_GRACE_S = 10.0
+
+
+@pytest.fixture(autouse=True)
+def no_kafka_client_outlives_its_test() -> Iterator[None]:
+    """A Kafka client left open keeps its threads retrying a cluster that is gone, drawing on
+    the process-wide `random` module, which made Hypothesis tests that ran later in the same
+    process fail (CI, issue 19). Every test must close its clients; this fails the one that
+    did not, naming the threads."""
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + _CLIENT_THREAD_GRACE_S
+    while True:
+        left = [
+            t.name
+            for t in threading.enumerate()
+            if t not in before and t.is_alive() and t.name.startswith(_CLIENT_THREAD_PREFIXES)
+        ]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert not left, f"Kafka client threads left running (close every client): {left}"

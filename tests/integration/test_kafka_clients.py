@@ -6,7 +6,9 @@ and InitProducerId (kafka-python's default producer is idempotent)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -62,19 +64,15 @@ def test_confluent_kafka_round_trip(kc: Cluster) -> None:
     assert producer.flush(30) == 0 and not errors
     assert len(acked) == RECORDS and {p for p, _ in acked} == {0, 1, 2}
 
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False}
-    )
-    consumer.assign([TopicPartition("ck", p, 0) for p in range(3)])
+    conf = {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False}
     read: list[tuple[int, int, bytes]] = []
-    loop = asyncio.new_event_loop()
-    deadline = loop.time() + 30
-    while len(read) < RECORDS and loop.time() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            read.append((msg.partition() or 0, msg.offset() or 0, msg.value() or b""))
-    loop.close()
-    consumer.close()
+    with closing(Consumer(conf)) as consumer:
+        consumer.assign([TopicPartition("ck", p, 0) for p in range(3)])
+        deadline = time.monotonic() + 30
+        while len(read) < RECORDS and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                read.append((msg.partition() or 0, msg.offset() or 0, msg.value() or b""))
     assert_all_acked_read_back(acked, read)
 
 
@@ -83,21 +81,20 @@ def test_kafka_python_round_trip_with_its_idempotent_default_producer(kc: Cluste
 
     create_topic(kc, "kp")
     bootstrap = kafka_bootstrap(kc).split(",")
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    futures = [producer.send("kp", value=b"kp-%d" % i, key=b"k%d" % i) for i in range(RECORDS)]
-    producer.flush(30)
     acked = {}
-    for i, f in enumerate(futures):
-        md = f.get(timeout=30)
-        acked[(md.partition, md.offset)] = b"kp-%d" % i
-    producer.close()
+    with closing(KafkaProducer(bootstrap_servers=bootstrap, acks="all")) as producer:
+        sent = [producer.send("kp", value=b"kp-%d" % i, key=b"k%d" % i) for i in range(RECORDS)]
+        producer.flush(30)
+        for i, f in enumerate(sent):
+            md = f.get(timeout=30)
+            acked[(md.partition, md.offset)] = b"kp-%d" % i
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=5000
     )
-    consumer.assign([TopicPartition("kp", p) for p in range(3)])
-    consumer.seek_to_beginning()
-    read = [(m.partition, m.offset, m.value) for m in consumer]
-    consumer.close()
+    with closing(consumer):
+        consumer.assign([TopicPartition("kp", p) for p in range(3)])
+        consumer.seek_to_beginning()
+        read = [(m.partition, m.offset, m.value) for m in consumer]
     assert_all_acked_read_back(acked, read)
 
 
@@ -140,9 +137,8 @@ def test_a_producer_sees_kafkas_errors_for_an_unknown_topic(kc: Cluster, tmp_pat
     from kafka.errors import KafkaTimeoutError
 
     producer = KafkaProducer(bootstrap_servers=kafka_bootstrap(kc).split(","), max_block_ms=2000)
-    with pytest.raises(KafkaTimeoutError):  # UNKNOWN_TOPIC_OR_PARTITION until max.block.ms
-        producer.send("no-such-topic", b"x").get(timeout=10)
-    producer.close()
+    with closing(producer), pytest.raises(KafkaTimeoutError):
+        producer.send("no-such-topic", b"x").get(timeout=10)  # UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_brokers_taking_producer_id_blocks_at_once_never_share_an_id(kc: Cluster) -> None:
