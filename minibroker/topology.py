@@ -25,12 +25,20 @@ DASHBOARD_PORT = 8090
 # port, used between nodes) and EXTERNAL (published on the host's loopback). The EXTERNAL
 # port inside the container equals the published one because it is advertised as
 # 127.0.0.1:<port>, which must work from the host. Ports end in the node id.
-BROKER_INTERNAL_PORT = 9092
+BROKER_INTERNAL_PORT = 9091
 CONTROLLER_INTERNAL_PORT = 9190
 EXTERNAL_PORT_BASE = 19000
 METRICS_PORT_BASE = 29000
 INTERNAL = "INTERNAL"
 EXTERNAL = "EXTERNAL"
+# Brokers also speak Kafka's wire protocol (broker/kafka): KAFKA_INTERNAL for containers, on a
+# fixed port (29092, as Confluent's images name their internal listener), and KAFKA_EXTERNAL
+# published on the host at 9091 + broker id, so that broker-1 is Kafka's familiar
+# 127.0.0.1:9092 (which is why the brokers' gRPC INTERNAL port is 9091, not 9092).
+KAFKA_INTERNAL = "KAFKA_INTERNAL"
+KAFKA_EXTERNAL = "KAFKA_EXTERNAL"
+BROKER_KAFKA_INTERNAL_PORT = 29092
+KAFKA_EXTERNAL_PORT_BASE = 9091
 # A container's data volume; the broker's log.dirs is a directory inside it.
 CONTAINER_DATA_DIR = "/var/lib/minibroker"
 CONTAINER_LOG_DIR = f"{CONTAINER_DATA_DIR}/logs"
@@ -102,6 +110,11 @@ class Node:
     @property
     def external_port(self) -> int:
         return EXTERNAL_PORT_BASE + self.node_id
+
+    @property
+    def kafka_external_port(self) -> int:
+        """A broker's published Kafka-protocol port (0 for a controller: none)."""
+        return KAFKA_EXTERNAL_PORT_BASE + self.node_id if self.role == "broker" else 0
 
     @property
     def metrics_port(self) -> int:
@@ -216,12 +229,24 @@ def container_settings(node: Node) -> dict[str, str]:
     """A container: INTERNAL for the other nodes, EXTERNAL published to the host. EXTERNAL is
     advertised first because host-side tools take the first endpoint of a registration."""
     internal, external = node.internal_port, node.external_port
+    listeners = f"{INTERNAL}://0.0.0.0:{internal},{EXTERNAL}://0.0.0.0:{external}"
+    advertised = f"{EXTERNAL}://127.0.0.1:{external},{INTERNAL}://{node.name}:{internal}"
+    names = [INTERNAL, EXTERNAL]
+    if node.role == "broker":
+        kafka_internal, kafka_external = BROKER_KAFKA_INTERNAL_PORT, node.kafka_external_port
+        listeners += (
+            f",{KAFKA_INTERNAL}://0.0.0.0:{kafka_internal},"
+            f"{KAFKA_EXTERNAL}://0.0.0.0:{kafka_external}"
+        )
+        advertised += (
+            f",{KAFKA_EXTERNAL}://127.0.0.1:{kafka_external},"
+            f"{KAFKA_INTERNAL}://{node.name}:{kafka_internal}"
+        )
+        names += [KAFKA_INTERNAL, KAFKA_EXTERNAL]
     return {
-        node.listeners_setting: f"{INTERNAL}://0.0.0.0:{internal},{EXTERNAL}://0.0.0.0:{external}",
-        node.advertised_setting: (
-            f"{EXTERNAL}://127.0.0.1:{external},{INTERNAL}://{node.name}:{internal}"
-        ),
-        "listener.security.protocol.map": f"{INTERNAL}:PLAINTEXT,{EXTERNAL}:PLAINTEXT",
+        node.listeners_setting: listeners,
+        node.advertised_setting: advertised,
+        "listener.security.protocol.map": ",".join(f"{n}:PLAINTEXT" for n in names),
         "inter.broker.listener.name": INTERNAL,
         # Published ports reach a container's own address, never its loopback.
         "minibroker.metrics.host": "0.0.0.0",
@@ -256,7 +281,8 @@ def container_environment() -> dict[str, str]:
 
 def published_ports(node: Node) -> list[int]:
     """Host ports of a node, each equal to its container port, bound to 127.0.0.1."""
-    return [node.external_port, node.metrics_port]
+    kafka = [node.kafka_external_port] if node.kafka_external_port else []
+    return [node.external_port, *kafka, node.metrics_port]
 
 
 def bootstrap_internal(brokers: int = DEFAULT_BROKERS) -> str:
@@ -267,3 +293,13 @@ def bootstrap_internal(brokers: int = DEFAULT_BROKERS) -> str:
 def bootstrap_external(brokers: int = DEFAULT_BROKERS) -> str:
     """Every broker's published address: how the host reaches the cluster."""
     return ",".join(f"127.0.0.1:{n.external_port}" for n in nodes(brokers, 0))
+
+
+def bootstrap_kafka_external(brokers: int = DEFAULT_BROKERS) -> str:
+    """Every broker's published KAFKA_EXTERNAL address: Kafka clients on the host."""
+    return ",".join(f"127.0.0.1:{n.kafka_external_port}" for n in nodes(brokers, 0))
+
+
+def bootstrap_kafka_internal(brokers: int = DEFAULT_BROKERS) -> str:
+    """Every broker's KAFKA_INTERNAL address: Kafka clients in containers."""
+    return ",".join(f"{n.name}:{BROKER_KAFKA_INTERNAL_PORT}" for n in nodes(brokers, 0))

@@ -218,6 +218,7 @@ def header() -> list[str]:
         rows.append(
             f"#   {n.name:<14} {n.external_port:<6} gRPC (EXTERNAL listener; id {n.node_id}), "
             f"{n.metrics_port} Prometheus /metrics"
+            + (f", {n.kafka_external_port} Kafka protocol" if n.kafka_external_port else "")
         )
     rows.append(f"#   {'dashboard':<14} {t.DASHBOARD_PORT:<6} the live web dashboard (http://)")
     rows += [f"#   {name:<14} {p:<6} Spark web UI" for name, p in SPARK_UI_PORTS.items()]
@@ -232,6 +233,7 @@ def header() -> list[str]:
         "# Published on the host's 127.0.0.1 only (each host port equals the container port):",
         *rows,
         f"# Host tools: --zk 127.0.0.1:{t.ZOOKEEPER_PORT} or --bootstrap {t.bootstrap_external()}",
+        f"# Kafka clients: bootstrap.servers={t.bootstrap_kafka_external()}",
         "",
     ]
 
@@ -239,8 +241,9 @@ def header() -> list[str]:
 COMMENTS: Mapping[tuple[str, ...], str] = {
     ("services", "zookeeper"): "Debian's ZooKeeper 3.8 (deploy/Dockerfile, target zookeeper);\n"
     "data and transaction log in named volumes.",
-    ("services", "broker-1"): "Brokers: id N, INTERNAL 9092 for the other nodes and containers,\n"
-    "EXTERNAL (published) for the host. Logs live in one named volume each.",
+    ("services", "broker-1"): "Brokers: id N, INTERNAL 9091 for the other nodes and containers,\n"
+    "EXTERNAL (published) for the host; Kafka's protocol on KAFKA_INTERNAL 29092 and\n"
+    "KAFKA_EXTERNAL (published, 9091 + N). Logs live in one named volume each.",
     ("services", "controller-1"): "Controllers: id 100+N; the first to win /controller is "
     "active,\nthe other a standby (both healthy; minibroker.v1.Control is SERVING on the active).",
     ("services", "loadgen"): "docker compose --profile loadgen run --rm loadgen [FLAGS]; add\n"

@@ -198,6 +198,14 @@ def port_problems(compose: Compose) -> list[str]:
         ext, internal = t.EXTERNAL, t.INTERNAL
         metrics = int(sets.get("minibroker.metrics.port", "0"))
         want = {listeners.get(ext, ("", 0))[1], metrics}
+        if n.role == "broker":
+            kafka_ext, kafka_int = t.KAFKA_EXTERNAL, t.KAFKA_INTERNAL
+            kafka_port = listeners.get(kafka_ext, ("", 0))[1]
+            want.add(kafka_port)
+            if advertised.get(kafka_ext) != ("127.0.0.1", kafka_port):
+                problems.append(f"{n.name}: {kafka_ext} advertised {advertised.get(kafka_ext)}")
+            if advertised.get(kafka_int) != (n.name, listeners.get(kafka_int, ("", -1))[1]):
+                problems.append(f"{n.name}: {kafka_int} advertised {advertised.get(kafka_int)}")
         if published.get(n.name, set()) != want:
             problems.append(f"{n.name}: publishes {published.get(n.name)}, serves {want}")
         if advertised.get(ext) != ("127.0.0.1", listeners.get(ext, ("", -1))[1]):
