@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from broker.log.checkpoints import LEADER_EPOCH_CHECKPOINT, format_epochs
 from broker.log.index import ENTRY_SIZE, INT32_MAX
+from broker.log.producer_state import Duplicate, ProducerStateTable, Refusal
 from broker.log.recovery import load_epochs, recover_segments
 from broker.log.segment import (
     Segment,
@@ -26,7 +27,7 @@ from broker.log.store import SegmentStore
 from broker.replication.leader_epoch import EpochEntry, LeaderEpochCache
 from minibroker.core import batch_validation, records
 from minibroker.core.errors import ErrorCode
-from minibroker.core.records import HEADER_SIZE, BatchHeader, RecordError
+from minibroker.core.records import HEADER_SIZE, NO_PRODUCER_ID, BatchHeader, RecordError
 
 
 class OffsetOutOfRange(Exception):
@@ -73,6 +74,7 @@ class Log:
         self._dirty: set[int] = set()  # base offsets of segments with bytes not yet flushed
         self._on_epochs_changed: Callable[[Log], None] | None = None
         self._pending_epochs: tuple[EpochEntry, ...] | None = None
+        self._producer_state: ProducerStateTable | None = None  # read on first need
         recovered = recover_segments(store, index_interval_bytes)
         self._segments: list[Segment] = recovered.segments
         # The store may hold bytes an earlier process never flushed; the first flush must
@@ -149,14 +151,26 @@ class Log:
 
     def append_as_leader(self, data: bytes, leader_epoch: int) -> AppendInfo:
         """Validate the producer's batches, give them offsets from the LEO and the leader's
-        epoch, and append them. RecordError leaves the log unchanged."""
+        epoch, and append them. RecordError leaves the log unchanged; so does an idempotent
+        producer's retry of a batch it appended before, answered with that append's offsets
+        (producer_state.py)."""
         stamped = batch_validation.validate_and_stamp(
             data,
             next_offset=self.log_end_offset,
             partition_leader_epoch=leader_epoch,
             max_batch_bytes=self._max_batch_bytes,
         )
-        return self._append(stamped.data, stamped.batches)
+        idempotent = any(h.producer_id != NO_PRODUCER_ID for h in stamped.batches)
+        if idempotent:
+            verdict = self._producers().check(stamped.batches)
+            if isinstance(verdict, Refusal):
+                raise RecordError(verdict.code, verdict.message)
+            if isinstance(verdict, Duplicate):  # a retry: the first append's offsets
+                return AppendInfo(verdict.first_offset, verdict.last_offset, 0, 0)
+        info = self._append(stamped.data, stamped.batches)
+        if self._producer_state is not None:
+            self._producer_state.record(stamped.batches)
+        return info
 
     def append_as_follower(self, data: bytes) -> AppendInfo:
         """Append batches fetched from the leader with their offsets as given; they must start
@@ -171,7 +185,34 @@ class Log:
                     f"{expected} (log end offset {self.log_end_offset})",
                 )
             expected = h.next_offset
-        return self._append(data, headers)
+        info = self._append(data, headers)
+        if self._producer_state is not None:
+            self._producer_state.record(headers)
+        return info
+
+    def _producers(self) -> ProducerStateTable:
+        """The partition's idempotent producers, read from the log's batch headers the first
+        time a producer's batch needs them (kept up to date by every append after that)."""
+        if self._producer_state is None:
+            table = ProducerStateTable()
+            for segment in self._segments:
+                table.record(self._headers(segment))
+            self._producer_state = table
+        return self._producer_state
+
+    def _headers(self, segment: Segment) -> Iterator[BatchHeader]:
+        """A segment's batch headers, read a chunk at a time (batches' bodies skipped)."""
+        position = 0
+        while position < segment.size:
+            buf = self._store.read(segment.log_name, position, 1 << 20)
+            at = 0
+            while at + HEADER_SIZE <= len(buf):
+                h = records.read_header(buf, at)
+                yield h
+                at += h.size
+            if at == 0:
+                break
+            position += at
 
     def _append(self, data: bytes, headers: Sequence[BatchHeader]) -> AppendInfo:
         if len(data) > self._segment_bytes:
@@ -307,6 +348,8 @@ class Log:
         segment.next_offset = cut.base_offset
         self._dirty.add(segment.base_offset)
         self.epoch_cache.truncate_from_end(self.log_end_offset)
+        if self._producer_state is not None:
+            self._producer_state.truncate_to(self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop the whole log and start empty at `offset`, which becomes the log start
@@ -314,6 +357,8 @@ class Log:
         self._delete_files([s.base_offset for s in self._segments])
         self._segments = [self._create_segment(offset)]
         self.epoch_cache.clear()
+        if self._producer_state is not None:
+            self._producer_state.clear()
 
     def close(self) -> None:
         """Give back the descriptors of the log's files (the log is no longer hosted here);
