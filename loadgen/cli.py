@@ -16,6 +16,7 @@ from typing import NoReturn
 
 from loadgen.faults import FaultError
 from loadgen.plan import RUNS_DIR, LoadgenError, UsageError, check_report, plan_run
+from loadgen.source_options import PROTOCOLS
 from loadgen.workload import DISTRIBUTIONS, WorkloadError
 from minibroker.chaos import DEFAULT_PROJECT
 from minibroker.cli.locate import add_locate_arguments
@@ -77,6 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--replication-factor", type=_positive, default=3)
     t.add_argument("--min-insync", type=_positive, default=2, help="min.insync.replicas (2)")
     t.add_argument("--acks", choices=("all", "1", "0"), default="all")
+    t.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="grpc",
+        help="how the tasks produce: grpc (minibroker's producer) or kafka (kafka-python's "
+        "KafkaProducer on the brokers' KAFKA listeners); verification reads over gRPC",
+    )
     r = p.add_argument_group("run")
     r.add_argument("--master", default="local[*]", help="Spark master (local[*])")
     r.add_argument("--tasks", type=_positive, help="producing tasks (default: by size and cores)")

@@ -42,6 +42,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from loadgen.kafka_io import produce_records_kafka
 from loadgen.source_io import OutRecord, produce_records, read_range, topic_offsets, write_ledger
 from loadgen.source_options import (
     EARLIEST,
@@ -212,7 +213,11 @@ def _write_task(
     ctx = TaskContext.get()
     partition_id = ctx.partitionId() if ctx is not None else 0
     attempt = str(ctx.taskAttemptId()) if ctx is not None else uuid.uuid4().hex
-    ledger = asyncio.run(produce_records(rows_to_records(rows, columns, options), options))
+    records = rows_to_records(rows, columns, options)
+    if options.protocol == "kafka":
+        ledger = produce_records_kafka(records, options)
+    else:
+        ledger = asyncio.run(produce_records(records, options))
     ledger_file = None
     if options.ledger_path is not None:
         name = f"ledger-{batch_label}-{partition_id}-{attempt}.parquet"

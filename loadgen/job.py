@@ -40,6 +40,7 @@ class Sink:
     topic: str
     acks: str
     ledger_dir: Path
+    protocol: str = "grpc"  # kafka: bootstrap names the brokers' KAFKA listeners
 
     def options(self) -> dict[str, str]:
         return {
@@ -47,6 +48,7 @@ class Sink:
             "topic": self.topic,
             "acks": self.acks,
             "ledger.path": str(self.ledger_dir),
+            "protocol": self.protocol,
         }
 
 

@@ -31,7 +31,12 @@ from minibroker.chaos import ChaosBackend, backend_for
 from minibroker.client.errors import ClientError
 from minibroker.client.events import Event, read_events
 from minibroker.localcluster import ClusterState
-from minibroker.locate import bootstrap_servers, sources_in_zookeeper, zk_connect
+from minibroker.locate import (
+    bootstrap_servers,
+    kafka_brokers_in_zookeeper,
+    sources_in_zookeeper,
+    zk_connect,
+)
 from minibroker.runtime.clock import now_ms
 from minibroker.runtime.logging import parse_line
 from minibroker.runtime.zk_store import ZkError
@@ -59,14 +64,17 @@ def execute(args: argparse.Namespace, plan: Plan) -> int:
         spec = dataclasses.replace(spec, partitions=partitions)
     starting = end_offsets(bootstrap, args.topic, partitions)
     prepare_out_dir(plan.out_dir)
-    sink = Sink(bootstrap, args.topic, args.acks, (plan.out_dir / "ledger").resolve())
+    # Verification, progress and offsets go through gRPC whichever protocol writes.
+    sink_bootstrap = kafka_brokers_in_zookeeper(zk) if args.protocol == "kafka" else bootstrap
+    ledger_dir = (plan.out_dir / "ledger").resolve()
+    sink = Sink(sink_bootstrap, args.topic, args.acks, ledger_dir, args.protocol)
     tasks = args.tasks or default_tasks(spec.records, master_cores(args.master))
     say(f"loadgen: {describe(plan, spec, args, tasks)}; run dir {plan.out_dir}")
     say(f"loadgen: starting Spark ({args.master})")
     spark = spark_session("minibroker-loadgen", args.master)
     try:
         started_ms, finished_ms, executed = _produce(
-            spark, args, plan, spec, sink, tasks, starting, chaos
+            spark, args, plan, spec, sink, tasks, starting, chaos, bootstrap
         )
         ledger_files = list(sink.ledger_dir.glob("*.parquet"))
         if not ledger_files:
@@ -84,6 +92,7 @@ def execute(args: argparse.Namespace, plan: Plan) -> int:
     run_info = {
         **describe_json(plan, spec, args, tasks, partitions),
         "bootstrap": list(bootstrap),
+        "producer_bootstrap": list(sink.bootstrap),
         "started_ms": started_ms,
         "finished_ms": finished_ms,
         "out": str(plan.out_dir),
@@ -152,14 +161,16 @@ def _produce(
     tasks: int,
     starting: Mapping[int, int],
     chaos: ChaosBackend | None,
+    grpc_bootstrap: Sequence[str],
 ) -> tuple[int, int, list[dict[str, Any]]]:
-    """Write the workload with faults and progress lines alongside; (start, end, faults)."""
-    progress = ProgressPrinter(sink.bootstrap, args.topic, starting, say=say)
+    """Write the workload with faults and progress lines alongside; (start, end, faults).
+    Progress is read over gRPC (`grpc_bootstrap`) whichever protocol the sink writes with."""
+    progress = ProgressPrinter(grpc_bootstrap, args.topic, starting, say=say)
     driver = FaultDriver(
         plan.faults,
         chaos,
         args.topic,
-        load_started=_topic_grew(sink.bootstrap, args.topic, starting),
+        load_started=_topic_grew(grpc_bootstrap, args.topic, starting),
         say=say,
     )
     started_ms = now_ms()
@@ -250,9 +261,10 @@ def describe(plan: Plan, spec: WorkloadSpec, args: argparse.Namespace, tasks: in
         if plan.rate is None
         else f"{plan.rate:,} records/s for {plan.duration_s:g} s ({spec.records:,} records)"
     )
+    via = " through the brokers' KAFKA listeners (kafka-python)" if args.protocol == "kafka" else ""
     return (
         f"{how} of {spec.record_size} bytes, {spec.keys} {spec.key_distribution} keys, "
-        f"acks={args.acks}, to topic {args.topic} in {tasks} task(s)"
+        f"acks={args.acks}, to topic {args.topic} in {tasks} task(s){via}"
     )
 
 
@@ -272,6 +284,7 @@ def describe_json(
         "partitioner": args.partitioner,
         "seed": spec.seed,
         "acks": args.acks,
+        "protocol": args.protocol,
         "master": args.master,
         "tasks": tasks,
         "faults_planned": [f.text for f in plan.faults],

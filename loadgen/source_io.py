@@ -132,9 +132,13 @@ def value_digest(value: bytes | None) -> str | None:
 
 
 def error_name(exc: BaseException) -> str:
-    """A failed record's error as Kafka's code name (the producer fails futures with them)."""
+    """A failed record's error as Kafka's code name (the producer fails futures with them), or
+    the name an error carries for the ledger (`ledger_name`: loadgen/kafka_io.py's)."""
     code = getattr(exc, "code", None)
-    return code.name if isinstance(code, ErrorCode) else type(exc).__name__
+    if isinstance(code, ErrorCode):
+        return code.name
+    named = getattr(exc, "ledger_name", None)
+    return named if isinstance(named, str) else type(exc).__name__
 
 
 class _Recorder:

@@ -13,6 +13,8 @@ its own such as checkpointLocation):
                        the producer's, with Kafka's defaults 5, 16384, 30000, 120000
   max.block.ms         how long to wait for a topic's metadata before failing (default 10000)
   ledger.path          directory for each write task's Parquet ledger (default: none)
+  protocol             grpc (default: minibroker's producer) | kafka (kafka-python's
+                       KafkaProducer; bootstrap names the brokers' KAFKA listeners)
   startingOffsets      earliest (default) | latest | {"topic": {"0": 23, "1": -2}}
   endingOffsets        latest (default: each HW when the batch read is planned) | JSON as above;
                        JSON leaves out partitions at earliest (starting) / latest (ending)
@@ -31,6 +33,8 @@ EARLIEST = -2
 LATEST = -1
 
 Acks = Literal[-1, 0, 1]
+Protocol = Literal["grpc", "kafka"]
+PROTOCOLS: tuple[Protocol, ...] = ("grpc", "kafka")
 # "earliest", "latest", or partition -> offset (EARLIEST/LATEST allowed as values).
 OffsetSpec = str | dict[int, int]
 
@@ -51,6 +55,7 @@ class WriteOptions:
     delivery_timeout_ms: int
     max_block_ms: int
     ledger_path: str | None
+    protocol: Protocol = "grpc"
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,13 @@ def _acks(raw: str) -> Acks:
     return table[raw.lower()]
 
 
+def _protocol(raw: str) -> Protocol:
+    for protocol in PROTOCOLS:
+        if raw.lower() == protocol:
+            return protocol
+    raise MinibrokerSourceError(f"option 'protocol' must be grpc or kafka, got {raw!r}")
+
+
 def parse_write_options(options: Mapping[str, str], *, has_topic_column: bool) -> WriteOptions:
     """Options of a (batch or streaming) write; the topic may come from a `topic` column."""
     opts = _lower(options)
@@ -136,6 +148,7 @@ def parse_write_options(options: Mapping[str, str], *, has_topic_column: bool) -
         delivery_timeout_ms=_int(opts, "delivery.timeout.ms", 120000, minimum=1),
         max_block_ms=_int(opts, "max.block.ms", 10000, minimum=1),
         ledger_path=opts.get("ledger.path", "").strip() or None,
+        protocol=_protocol(opts.get("protocol", "grpc").strip()),
     )
     # The producer refuses this combination (Kafka's rule); say so on the driver, not per task.
     if parsed.delivery_timeout_ms < parsed.linger_ms + parsed.request_timeout_ms:

@@ -16,7 +16,7 @@ from typing import Protocol
 from minibroker.client.admin import BrokerUnreachable, describe_broker
 from minibroker.client.channels import parse_bootstrap
 from minibroker.client.events import Source
-from minibroker.core.listeners import from_strings, pick
+from minibroker.core.listeners import from_strings, pick, pick_kafka
 from minibroker.core.zk_layout import (
     BrokerIdsZNode,
     BrokerIdZNode,
@@ -90,9 +90,9 @@ def registered_address(reg: BrokerRegistration) -> str | None:
     return None if endpoint is None else endpoint.address
 
 
-def brokers_in_zookeeper(zk_connect_string: str) -> list[str]:
-    """host:port of every broker registered under /brokers/ids, by broker id."""
-    addresses = []
+def registrations_in_zookeeper(zk_connect_string: str) -> list[BrokerRegistration]:
+    """Every readable registration under /brokers/ids, by broker id."""
+    found = []
     with zk_session(zk_connect_string) as zk:
         try:
             ids = sorted(int(c) for c in zk.children(BrokerIdsZNode.path) if c.isdigit())
@@ -101,14 +101,35 @@ def brokers_in_zookeeper(zk_connect_string: str) -> list[str]:
         for broker_id in ids:
             try:
                 data, _ = zk.get(BrokerIdZNode.path(broker_id))
-                reg = BrokerIdZNode.decode(broker_id, data)
+                found.append(BrokerIdZNode.decode(broker_id, data))
             except (ZkNoNode, ZNodeFormatError):
                 continue  # went away meanwhile, or not a registration we can read
-            address = registered_address(reg)
-            if address is not None:
-                addresses.append(address)
+    return found
+
+
+def brokers_in_zookeeper(zk_connect_string: str) -> list[str]:
+    """host:port of every broker registered under /brokers/ids, by broker id."""
+    addresses = [
+        a for a in map(registered_address, registrations_in_zookeeper(zk_connect_string)) if a
+    ]
     if not addresses:
         raise ClusterError(f"no broker is registered in ZooKeeper at {zk_connect_string}")
+    return addresses
+
+
+def kafka_brokers_in_zookeeper(zk_connect_string: str) -> list[str]:
+    """host:port of every registered broker's Kafka-protocol listener (for Kafka clients: the
+    one beside $MINIBROKER_LISTENER, e.g. KAFKA_INTERNAL in containers), by broker id."""
+    listener = client_listener()
+    endpoints = (
+        pick_kafka(from_strings(reg.endpoints), listener)
+        for reg in registrations_in_zookeeper(zk_connect_string)
+    )
+    addresses = [e.address for e in endpoints if e is not None]
+    if not addresses:
+        raise ClusterError(
+            f"no broker registered in ZooKeeper at {zk_connect_string} has a KAFKA listener"
+        )
     return addresses
 
 

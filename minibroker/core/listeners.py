@@ -90,6 +90,18 @@ def pick(endpoints: Iterable[Endpoint], listener: str = "") -> Endpoint | None:
     )
 
 
+def pick_kafka(endpoints: Iterable[Endpoint], listener: str = "") -> Endpoint | None:
+    """The Kafka-protocol endpoint beside gRPC listener `listener` (KAFKA_INTERNAL for
+    INTERNAL); with no name, or none such, the first Kafka-protocol endpoint."""
+    kafka_eps = [e for e in endpoints if speaks_kafka(e.listener)]
+    if listener:
+        paired = f"{KAFKA_LISTENER}_{listener}"
+        match = next((e for e in kafka_eps if e.listener in (listener, paired)), None)
+        if match is not None:
+            return match
+    return kafka_eps[0] if kafka_eps else None
+
+
 def from_strings(endpoints: Iterable[str]) -> tuple[Endpoint, ...]:
     """Endpoints from their "NAME://host:port" strings (a registration's `endpoints`)."""
     return tuple(Endpoint(*parse_endpoint(s)) for s in endpoints)

@@ -11,6 +11,7 @@ from minibroker.core.listeners import (
     from_strings,
     parse_listeners,
     pick,
+    pick_kafka,
     security_protocol_map,
 )
 from minibroker.core.zk_layout import ControllerEndpointZNode, ZNodeFormatError
@@ -73,6 +74,25 @@ def test_pick_by_name_else_plaintext_else_first() -> None:
     with_plaintext = from_strings(["A://a:1", "PLAINTEXT://p:2"])
     assert pick(with_plaintext) == Endpoint("PLAINTEXT", "p", 2)
     assert pick(()) is None
+
+
+def test_kafka_clients_pick_the_kafka_listener_beside_their_grpc_one() -> None:
+    compose = from_strings(
+        [
+            "EXTERNAL://127.0.0.1:19001",
+            "INTERNAL://broker-1:9091",
+            "KAFKA_EXTERNAL://127.0.0.1:9092",
+            "KAFKA_INTERNAL://broker-1:29092",
+        ]
+    )
+    assert pick_kafka(compose, "INTERNAL") == Endpoint("KAFKA_INTERNAL", "broker-1", 29092)
+    assert pick_kafka(compose, "EXTERNAL") == Endpoint("KAFKA_EXTERNAL", "127.0.0.1", 9092)
+    assert pick_kafka(compose, "KAFKA_INTERNAL") == Endpoint("KAFKA_INTERNAL", "broker-1", 29092)
+    assert pick_kafka(compose) == Endpoint("KAFKA_EXTERNAL", "127.0.0.1", 9092)
+    process = from_strings(["PLAINTEXT://127.0.0.1:5001", "KAFKA://127.0.0.1:5002"])
+    assert pick_kafka(process, "PLAINTEXT") == Endpoint("KAFKA", "127.0.0.1", 5002)
+    assert pick_kafka(from_strings(["PLAINTEXT://127.0.0.1:5001"])) is None
+    assert pick(process) == Endpoint("PLAINTEXT", "127.0.0.1", 5001)  # gRPC never picks KAFKA
 
 
 def test_security_protocol_map_needs_every_listener_and_only_plaintext() -> None:

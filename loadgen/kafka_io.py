@@ -1,0 +1,120 @@
+"""The data source's write path through the brokers' KAFKA listeners (`protocol=kafka`, the
+load generator's `--protocol kafka`): kafka-python's KafkaProducer, an unmodified Kafka client,
+sends the task's records, and every record's fate lands in the same ledger as on the gRPC path,
+so verification is the same. Plain functions over plain values; no pyspark here.
+
+kafka-python calls a future's callbacks on its sender thread; the ledger is filled there, under
+a lock, and read only after flush() returned and close() joined that thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from loadgen.source_io import Ledger, OutRecord, value_digest
+from loadgen.source_options import MinibrokerSourceError, WriteOptions
+from minibroker.client import RecordMetadata
+from minibroker.core.errors import ErrorCode
+from minibroker.runtime.clock import now_ms
+
+_ACKS: dict[int, Any] = {-1: "all", 1: 1, 0: 0}
+
+
+class KafkaClientError(Exception):
+    """A record kafka-python failed, for the ledger: Kafka's error code name when the broker
+    answered with one (NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, ...), else the client's own
+    exception class name (KafkaTimeoutError: delivery.timeout.ms passed)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(f"{type(exc).__name__}: {exc}")
+        errno = getattr(exc, "errno", None)
+        if isinstance(errno, int) and errno in ErrorCode._value2member_map_:
+            self.ledger_name = ErrorCode(errno).name
+        else:
+            self.ledger_name = type(exc).__name__
+
+
+def producer_config(options: WriteOptions) -> dict[str, Any]:
+    """kafka-python's settings for the sink's options (Kafka's names, snake-cased). Idempotence
+    is kafka-python's default and needs acks=all, so it is on exactly then."""
+    return {
+        "bootstrap_servers": options.bootstrap.split(","),
+        "acks": _ACKS[options.acks],
+        "linger_ms": options.linger_ms,
+        "batch_size": options.batch_size,
+        "request_timeout_ms": options.request_timeout_ms,
+        "delivery_timeout_ms": options.delivery_timeout_ms,
+        "max_block_ms": options.max_block_ms,
+        "enable_idempotence": options.acks == -1,
+    }
+
+
+class _KafkaRecorder:
+    def __init__(self) -> None:
+        self.ledger = Ledger()
+        self._lock = threading.Lock()
+
+    def track(self, record: OutRecord, send_ms: int, future: Any) -> None:
+        digest = value_digest(record.value)
+
+        def acked(md: Any) -> None:
+            meta = RecordMetadata(md.topic, md.partition, md.offset, md.timestamp)
+            with self._lock:
+                self.ledger.add(record, digest, send_ms, now_ms(), meta)
+
+        future.add_callback(acked)
+        future.add_errback(lambda exc: self.failed(record, digest, send_ms, exc))
+
+    def failed(self, record: OutRecord, digest: str | None, send_ms: int, exc: Any) -> None:
+        with self._lock:
+            self.ledger.add(record, digest, send_ms, now_ms(), KafkaClientError(exc))
+
+
+def produce_records_kafka(records: Iterable[OutRecord], options: WriteOptions) -> Ledger:
+    """Send every record through one KafkaProducer, flush, and return the ledger. Raises
+    MinibrokerSourceError only when a topic cannot be written at all."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    try:
+        producer = KafkaProducer(**producer_config(options))
+    except KafkaError as exc:
+        raise MinibrokerSourceError(
+            f"cannot reach any broker's Kafka listener at {options.bootstrap}: {exc}"
+        ) from None
+    recorder = _KafkaRecorder()
+    checked: set[str] = set()
+    try:
+        for record in records:
+            if record.topic not in checked:
+                _check_topic(producer, record.topic, options, KafkaError)
+                checked.add(record.topic)
+            send_ms = now_ms()
+            try:
+                future = producer.send(
+                    record.topic, record.value, key=record.key, partition=record.partition
+                )
+            except KafkaError as exc:  # refused before it was queued (too large, no metadata)
+                recorder.failed(record, value_digest(record.value), send_ms, exc)
+                continue
+            recorder.track(record, send_ms, future)
+        producer.flush()
+    finally:
+        producer.close()  # joins the sender thread: every callback has run
+    return recorder.ledger
+
+
+def _check_topic(
+    producer: Any, topic: str, options: WriteOptions, kafka_error: type[Exception]
+) -> None:
+    try:
+        partitions = producer.partitions_for(topic)
+    except kafka_error:
+        partitions = None
+    if not partitions:
+        raise MinibrokerSourceError(
+            f"topic {topic!r} is not in the metadata of the Kafka listeners at "
+            f"{options.bootstrap} after max.block.ms={options.max_block_ms}; create it first"
+        )
