@@ -10,6 +10,8 @@ controller, measured from one client process.
   request it delays).
 - **client-built**: the project's Producer fed one record at a time (`send`), batching with its
   defaults (linger 5 ms, 16 KiB batches): what an application gets end to end.
+- **kafka confluent**: confluent-kafka (librdkafka) the same way, through the brokers' KAFKA
+  listeners (bench/kafka_clients.py): the Kafka wire protocol next to the gRPC path.
 - **end to end**: a Producer at half of its peak rate and a Consumer in the same process;
   each value carries its send time, latency = fetched − sent (a record is fetchable only once
   the high watermark passed it, so this is produce → replicated → visible → fetched).
@@ -29,7 +31,15 @@ from dataclasses import dataclass
 
 import grpc
 
-from bench.common import CpuMeter, Result, format_header, format_row, percentiles
+from bench.common import (
+    CpuMeter,
+    MissingDependency,
+    Result,
+    format_header,
+    format_row,
+    percentiles,
+)
+from bench.kafka_clients import confluent_built
 from bench.load_cluster import (
     TOPIC,
     Cluster,
@@ -236,6 +246,7 @@ def run(
     acks_levels: Sequence[int] = ACKS,
     client: bool = True,
     on_result: Callable[[Result], None] | None = None,
+    kafka: bool = True,
 ) -> list[Result]:
     """Every case on one cluster; `on_result` sees each row as it lands."""
     results: list[Result] = []
@@ -283,7 +294,29 @@ def run(
                 if r.mode == f"client {DEFAULTS.name} acks=all" and r.record_bytes == e2e_size
             )
             add(asyncio.run(end_to_end(cluster, e2e_size, seconds, peak.records_per_s / 2)))
+        if kafka:  # the cluster is still up: same brokers, same topic
+            for r in kafka_rows(cluster, record_sizes, acks_levels, seconds):
+                add(r)
     return results
+
+
+def kafka_rows(
+    cluster: Cluster, record_sizes: Sequence[int], acks_levels: Sequence[int], seconds: float
+) -> list[Result]:
+    """confluent-kafka through the KAFKA listeners (bench/kafka_clients.py): peak, and half of
+    it for acks=all; none, with a note, if confluent-kafka is missing."""
+    rows: list[Result] = []
+    try:
+        for record_bytes in record_sizes:
+            for acks in acks_levels:
+                peak = confluent_built(cluster, acks, record_bytes, seconds)
+                rows.append(peak)
+                if acks == -1:
+                    half = peak.records_per_s / 2
+                    rows.append(confluent_built(cluster, acks, record_bytes, seconds, half))
+    except MissingDependency as e:
+        print(f"Kafka-protocol rows skipped: {e}", flush=True)
+    return rows
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -295,6 +328,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batches", type=int, nargs="+", default=list(BATCHES))
     parser.add_argument("--acks", type=int, nargs="+", choices=ACKS, default=list(ACKS))
     parser.add_argument("--no-client", action="store_true", help="skip the Producer cases")
+    parser.add_argument(
+        "--no-kafka", action="store_true", help="skip confluent-kafka on the KAFKA listeners"
+    )
 
 
 def main(args: argparse.Namespace) -> list[Result]:
@@ -312,6 +348,7 @@ def main(args: argparse.Namespace) -> list[Result]:
         batches=args.batches,
         acks_levels=args.acks,
         client=not args.no_client,
+        kafka=not args.no_kafka,
         on_result=lambda r: print(format_row(r), flush=True),
     )
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bench import dashboard, failover, minibroker_load, nats_peer, raw_grpc, report, scale
 from bench.common import MissingDependency, Result, Section, format_header, format_row, md_table
+from bench.kafka_report import kafka_section
 
 ROOT = Path(__file__).resolve().parent.parent
 P99_BOUND_MS = 10.0
@@ -299,7 +300,7 @@ def main(args: argparse.Namespace) -> None:
     date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     seconds = 1.0 if args.quick else 3.0
     raw, mb, nats = throughput(seconds)
-    sections = throughput_sections(raw, mb, nats, seconds)
+    sections = throughput_sections(raw, mb, nats, seconds) + kafka_section(mb)
     stages: list[tuple[str, Callable[[], list[Section]]]] = [
         (
             "failover",
