@@ -1,10 +1,10 @@
 """InitProducerId on the Kafka listener: a new producer id for an idempotent producer, as
-Kafka 2.6 gives one to every request without a transactional id (epoch 0).
+Kafka 2.6 gives one to every request without a transactional id (epoch 0; a v3 request naming
+the producer's current id and epoch, KIP-360's bump, gets a new id too, as in Kafka 2.6).
 
-What is not supported, exactly: transactions (a request with a transactional id is answered
-INVALID_REQUEST: no transaction coordinator), and the broker does not yet check the sequence
-numbers of an idempotent producer's batches: a batch the producer retries after a lost answer
-can be appended twice, as with enable.idempotence=false. Nothing acknowledged is lost."""
+The sequence numbers of an idempotent producer's batches are checked where they are appended
+(broker/log/producer_state.py). Not supported: transactions (a request with a transactional id
+is answered INVALID_REQUEST: there is no transaction coordinator)."""
 
 from __future__ import annotations
 
