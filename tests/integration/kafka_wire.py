@@ -18,6 +18,14 @@ def kafka_bootstrap(c: Cluster) -> str:
     return ",".join(f"127.0.0.1:{port}" for port in ports)
 
 
+def kafka_address(c: Cluster, broker_id: int) -> tuple[str, int]:
+    """One broker's KAFKA listener."""
+    (port,) = [
+        p["kafka_port"] for p in c.status()["processes"] if p["name"] == f"broker-{broker_id}"
+    ]
+    return "127.0.0.1", int(port)
+
+
 def create_topic(c: Cluster, topic: str, partitions: int = 3) -> None:
     c.cli("topics", "create", topic, "--partitions", str(partitions),
           "--replication-factor", "3", "--config", "min.insync.replicas=2", "--wait")  # fmt: skip

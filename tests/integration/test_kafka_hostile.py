@@ -1,8 +1,10 @@
 """Hostile input on a broker's KAFKA listener (issue 19): bad framing lengths (negative, over
 socket.request.max.bytes, 100 MB announced and never sent, longer than the bytes sent),
 truncated requests, unknown API keys and versions, bodies that do not parse, a slow sender and
-a silent one. Each gets an answer or a closed connection, within a deadline; afterwards the
-broker still answers, no handler failed, and no byte reached the log."""
+a silent one. Each gets an answer or a closed connection, within a deadline. Refused
+produces and fetches come back with Kafka's codes (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE,
+UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE). Afterwards the broker
+still answers, no handler failed, and no byte reached the log."""
 
 from __future__ import annotations
 
@@ -10,15 +12,20 @@ import socket
 import struct
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
+from minibroker.core import records
 from minibroker.core.errors import ErrorCode
+from minibroker.core.records import NewRecord
 from minibroker.runtime.zk_store import ZkStore
 from tests.integration.conftest import Cluster, running_cluster, segment_bytes
-from tests.integration.kafka_wire import create_topic, kafka_bootstrap
+from tests.integration.kafka_wire import create_topic, kafka_address, kafka_bootstrap, leader_of
 
 pytestmark = pytest.mark.integration
 
@@ -150,6 +157,56 @@ def test_pipelined_requests_are_answered_in_order(hc: Cluster) -> None:
     ]
     s.close()
     assert ids == list(range(20))
+
+
+def produce_answer(c: Cluster, broker_id: int, topic: str, records: bytes) -> Any:
+    """The partition answer to a Produce v8 (acks=all) of `records` to partition 0."""
+    topic_data = ProduceRequest.TopicProduceData
+    request = ProduceRequest(
+        transactional_id=None, acks=-1, timeout_ms=5000,
+        topic_data=[topic_data(name=topic, partition_data=[
+            topic_data.PartitionProduceData(index=0, records=records)])],
+    )  # fmt: skip
+    with socket.create_connection(kafka_address(c, broker_id), timeout=DEADLINE_S) as s:
+        s.sendall(request_bytes(request, 8))
+        response = ProduceResponse.decode(read_frame(s), version=8, header=True, framed=True)
+    return response.responses[0].partition_responses[0]
+
+
+def a_batch(value: bytes = b"v") -> bytes:
+    return records.build_batch([NewRecord(None, value)], base_timestamp=1_700_000_000_000)
+
+
+def test_kafkas_error_codes_come_back_on_the_kafka_listener(hc: Cluster) -> None:
+    """Kafka's codes for what the brokers refuse, in the Produce and Fetch answers (nothing of
+    it is written: the last test checks the logs are still empty)."""
+    leader = leader_of(hc, "t", 0)
+    follower = next(b for b in (1, 2, 3) if b != leader)
+    corrupt = bytearray(a_batch(b"x" * 40))
+    corrupt[-5] ^= 0xFF  # a byte of the record, inside the CRC's range
+    cases = [
+        (leader, "t", bytes(corrupt), ErrorCode.CORRUPT_MESSAGE),
+        (leader, "t", a_batch(b"x" * (1100 << 10)), ErrorCode.MESSAGE_TOO_LARGE),
+        (leader, "no-such-topic", a_batch(), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        (follower, "t", a_batch(), ErrorCode.NOT_LEADER_OR_FOLLOWER),
+    ]
+    for broker_id, topic, batch, expected in cases:
+        answer = produce_answer(hc, broker_id, topic, batch)
+        assert answer.error_code == expected, (expected.name, answer)
+
+    fetch_topic = FetchRequest.FetchTopic
+    fetch = FetchRequest(
+        replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+        session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+        topics=[fetch_topic(topic="t", partitions=[fetch_topic.FetchPartition(
+            partition=0, current_leader_epoch=-1, fetch_offset=10**6, log_start_offset=-1,
+            partition_max_bytes=1 << 20)])],
+    )  # fmt: skip
+    with socket.create_connection(kafka_address(hc, leader), timeout=DEADLINE_S) as s:
+        s.sendall(request_bytes(fetch, 11))
+        response = FetchResponse.decode(read_frame(s), version=11, header=True, framed=True)
+    (partition,) = response.responses[0].partitions
+    assert partition.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
 
 
 def test_afterwards_the_broker_serves_and_nothing_reached_the_log(hc: Cluster) -> None:
