@@ -192,7 +192,10 @@ class Log:
 
     def _producers(self) -> ProducerStateTable:
         """The partition's idempotent producers, read from the log's batch headers the first
-        time a producer's batch needs them (kept up to date by every append after that)."""
+        time a producer's batch needs them (kept up to date by every append after that).
+        That first read walks the whole log on the broker's loop, once per partition and
+        process: Kafka bounds it with producer-state snapshots, which minibroker does not
+        write; logs without idempotent producers never pay it."""
         if self._producer_state is None:
             table = ProducerStateTable()
             for segment in self._segments:

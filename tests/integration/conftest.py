@@ -104,10 +104,10 @@ def running_cluster(d: Path, *up_args: str) -> Iterator[localcluster.ClusterStat
             assert not left, f"processes left behind: {left}"
 
 
-@pytest.fixture
-def c(tmp_path: Path) -> Iterator[Cluster]:
-    d = tmp_path / "cluster"
-    with running_cluster(d, "--set", f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}") as state:
+@contextlib.contextmanager
+def cluster_with_zk(d: Path, *up_args: str) -> Iterator[Cluster]:
+    """running_cluster, with a ZooKeeper session of the test's own for the test to read."""
+    with running_cluster(d, *up_args) as state:
         zk = ZkStore(state.zk_connect, session_timeout_ms=5000)
         zk.start()
         try:
@@ -117,20 +117,20 @@ def c(tmp_path: Path) -> Iterator[Cluster]:
 
 
 @pytest.fixture
+def c(tmp_path: Path) -> Iterator[Cluster]:
+    d = tmp_path / "cluster"
+    with cluster_with_zk(d, "--set", f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}") as c:
+        yield c
+
+
+@pytest.fixture
 def topic_t(tmp_path: Path) -> Iterator[Cluster]:
     """A cluster (3 brokers, 2 controllers) with topic `t`: 1 partition, RF 3,
     min.insync.replicas 2, every partition led before the test starts."""
-    d = tmp_path / "cluster"
-    with running_cluster(d) as state:
-        zk = ZkStore(state.zk_connect, session_timeout_ms=5000)
-        zk.start()
-        try:
-            c = Cluster(d, state, zk)
-            c.cli("topics", "create", "t", "--partitions", "1", "--replication-factor", "3",
-                  "--config", "min.insync.replicas=2", "--wait")  # fmt: skip
-            yield c
-        finally:
-            zk.stop()
+    with cluster_with_zk(tmp_path / "cluster") as c:
+        c.cli("topics", "create", "t", "--partitions", "1", "--replication-factor", "3",
+              "--config", "min.insync.replicas=2", "--wait")  # fmt: skip
+        yield c
 
 
 def describe_partition(c: Cluster, topic: str = "t") -> dict[str, Any]:

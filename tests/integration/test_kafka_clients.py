@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.runtime.zk_store import ZkStore
-from tests.integration.conftest import Cluster, running_cluster
+from tests.integration.conftest import Cluster, cluster_with_zk
 from tests.integration.kafka_wire import (
     assert_all_acked_read_back,
     create_topic,
@@ -30,13 +29,8 @@ RECORDS = 300
 @pytest.fixture(scope="module")
 def kc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     d = tmp_path_factory.mktemp("kafka-clients") / "cluster"
-    with running_cluster(d, "--controllers", "1") as state:
-        zk = ZkStore(state.zk_connect, session_timeout_ms=5000)
-        zk.start()
-        try:
-            yield Cluster(d, state, zk)
-        finally:
-            zk.stop()
+    with cluster_with_zk(d, "--controllers", "1") as c:
+        yield c
 
 
 def test_brokers_register_their_kafka_listener_beside_grpc(kc: Cluster) -> None:

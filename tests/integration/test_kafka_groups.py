@@ -13,8 +13,7 @@ from contextlib import closing
 import pytest
 
 from minibroker import localcluster
-from minibroker.runtime.zk_store import ZkStore
-from tests.integration.conftest import Cluster, running_cluster
+from tests.integration.conftest import Cluster, cluster_with_zk
 from tests.integration.kafka_wire import (
     create_topic,
     kafka_bootstrap,
@@ -30,15 +29,10 @@ DEADLINE_S = 60.0
 @pytest.fixture
 def gc(tmp_path: pytest.TempPathFactory) -> Iterator[Cluster]:
     d = tmp_path / "cluster"  # type: ignore[operator]
-    with running_cluster(
+    with cluster_with_zk(
         d, "--controllers", "1", "--set", "group.initial.rebalance.delay.ms=300"
-    ) as state:
-        zk = ZkStore(state.zk_connect, session_timeout_ms=5000)
-        zk.start()
-        try:
-            yield Cluster(d, state, zk)
-        finally:
-            zk.stop()
+    ) as c:
+        yield c
 
 
 def partitions_of(consumer: object) -> set[int]:

@@ -23,8 +23,7 @@ from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from minibroker.core import records
 from minibroker.core.errors import ErrorCode
 from minibroker.core.records import NewRecord
-from minibroker.runtime.zk_store import ZkStore
-from tests.integration.conftest import Cluster, running_cluster, segment_bytes
+from tests.integration.conftest import Cluster, cluster_with_zk, segment_bytes
 from tests.integration.kafka_wire import create_topic, kafka_address, kafka_bootstrap, leader_of
 
 pytestmark = pytest.mark.integration
@@ -36,17 +35,11 @@ DEADLINE_S = 10.0
 @pytest.fixture(scope="module")
 def hc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     d = tmp_path_factory.mktemp("kafka-hostile") / "cluster"
-    with running_cluster(
+    with cluster_with_zk(
         d, "--controllers", "1", "--set", f"connections.max.idle.ms={IDLE_MS}"
-    ) as state:
-        zk = ZkStore(state.zk_connect, session_timeout_ms=5000)
-        zk.start()
-        try:
-            c = Cluster(d, state, zk)
-            create_topic(c, "t", partitions=1)
-            yield c
-        finally:
-            zk.stop()
+    ) as c:
+        create_topic(c, "t", partitions=1)
+        yield c
 
 
 def address(c: Cluster) -> tuple[str, int]:

@@ -17,8 +17,7 @@ import pytest
 
 from minibroker import localcluster
 from minibroker.runtime.waiting import wait_until
-from minibroker.runtime.zk_store import ZkStore
-from tests.integration.conftest import Cluster, running_cluster
+from tests.integration.conftest import Cluster, cluster_with_zk
 from tests.integration.kafka_wire import (
     assert_all_acked_read_back,
     create_topic,
@@ -34,13 +33,8 @@ TOPIC = "idem"
 @pytest.fixture
 def ic(tmp_path: pytest.TempPathFactory) -> Iterator[Cluster]:
     d = tmp_path / "cluster"  # type: ignore[operator]
-    with running_cluster(d, "--controllers", "1") as state:
-        zk = ZkStore(state.zk_connect, session_timeout_ms=5000)
-        zk.start()
-        try:
-            yield Cluster(d, state, zk)
-        finally:
-            zk.stop()
+    with cluster_with_zk(d, "--controllers", "1") as c:
+        yield c
 
 
 def log_of(bootstrap: str, partitions: int) -> list[tuple[int, int, bytes]]:

@@ -24,20 +24,24 @@ spark = spark_fixtures.spark  # the session's one Spark session, as a fixture of
 RUN_TIMEOUT_S = 300
 
 
-def test_a_batch_run_acknowledges_and_verifies_every_record(c: Cluster, tmp_path: Path) -> None:
-    out = tmp_path / "run"
+def loadgen(*args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m loadgen ARGS`, which must exit 0."""
     done = subprocess.run(
-        [
-            sys.executable, "-m", "loadgen", "--records", "10000", "--master", "local[2]",
-            "--dir", str(c.dir), "--topic", "lg", "--partitions", "3", "--out", str(out),
-        ],
+        [sys.executable, "-m", "loadgen", *args],
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT_S,
         check=False,
         stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, f"loadgen exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def test_a_batch_run_acknowledges_and_verifies_every_record(c: Cluster, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    done = loadgen("--records", "10000", "--master", "local[2]", "--dir", str(c.dir),
+                   "--topic", "lg", "--partitions", "3", "--out", str(out))  # fmt: skip
     assert "Created topic lg." in done.stdout
     assert "verification: OK: 0 of 10,000 acknowledged records missing" in done.stdout
 
@@ -109,19 +113,10 @@ def test_a_run_through_the_kafka_listeners_survives_a_killed_leader(
     partition SIGKILLed mid-run; verification (over gRPC) still finds every acknowledged record,
     each once."""
     out = tmp_path / "run"
-    done = subprocess.run(
-        [
-            sys.executable, "-m", "loadgen", "--protocol", "kafka", "--rate", "1500",
-            "--duration", "16s", "--master", "local[2]", "--dir", str(c.dir), "--topic", "kp",
-            "--partitions", "3", "--out", str(out), "--fault", "at=5s kill leader",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert done.returncode == 0, f"loadgen exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    done = loadgen("--protocol", "kafka", "--rate", "1500", "--duration", "16s",
+                   "--master", "local[2]", "--dir", str(c.dir), "--topic", "kp",
+                   "--partitions", "3", "--out", str(out),
+                   "--fault", "at=5s kill leader")  # fmt: skip
     assert "through the brokers' KAFKA listeners" in done.stdout
     report = json.loads((out / "report.json").read_text())
     kafka_ports = {f"127.0.0.1:{b.kafka_port}" for b in c.state.by_role("broker")}
