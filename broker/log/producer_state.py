@@ -84,12 +84,6 @@ class ProducerStateTable:
     def __init__(self) -> None:
         self._producers: dict[int, ProducerEntry] = {}
 
-    def __len__(self) -> int:
-        return len(self._producers)
-
-    def entry(self, producer_id: int) -> ProducerEntry | None:
-        return self._producers.get(producer_id)
-
     def check(self, headers: Iterable[BatchHeader]) -> Refusal | Duplicate | None:
         """What the leader does with a producer's batches (offsets not yet assigned): None to
         append them, a Duplicate to answer without appending, a Refusal to answer its error.
