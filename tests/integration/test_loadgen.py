@@ -19,7 +19,7 @@ from tests.integration import spark_fixtures
 from tests.integration.conftest import Cluster
 
 pytestmark = pytest.mark.integration
-spark = spark_fixtures.spark  # the session's one Spark session, as a fixture of this module
+spark = spark_fixtures.spark  # this module's Spark session
 
 RUN_TIMEOUT_S = 300
 
