@@ -21,6 +21,8 @@ from minibroker.core.types import TopicPartition
 from minibroker.rpc import control_pb2, control_pb2_grpc
 from minibroker.runtime.wire import error_to_wire
 
+NOT_THE_CONTROLLER = "brokers forward this to the active controller; ask the controller"
+
 
 def _add_partition_errors(response: Any, errors: dict[TopicPartition, ErrorCode]) -> None:
     for tp, error in errors.items():
@@ -134,4 +136,25 @@ class ControlServicer(control_pb2_grpc.ControlServicer):  # type: ignore[misc]
         return control_pb2.ControlledShutdownResponse(
             error_code=error_to_wire(ErrorCode.NOT_CONTROLLER),
             error_message="brokers do not handle ControlledShutdown; send it to the controller",
+        )
+
+    # The controller's admin requests: a broker is not the controller.
+
+    async def AlterPartitionReassignments(  # noqa: N802
+        self, request: Any, context: Any
+    ) -> control_pb2.AlterPartitionReassignmentsResponse:
+        return control_pb2.AlterPartitionReassignmentsResponse(
+            error_code=error_to_wire(ErrorCode.NOT_CONTROLLER), error_message=NOT_THE_CONTROLLER
+        )
+
+    async def ListPartitionReassignments(  # noqa: N802
+        self, request: Any, context: Any
+    ) -> control_pb2.ListPartitionReassignmentsResponse:
+        return control_pb2.ListPartitionReassignmentsResponse(
+            error_code=error_to_wire(ErrorCode.NOT_CONTROLLER), error_message=NOT_THE_CONTROLLER
+        )
+
+    async def ElectLeaders(self, request: Any, context: Any) -> control_pb2.ElectLeadersResponse:  # noqa: N802
+        return control_pb2.ElectLeadersResponse(
+            error_code=error_to_wire(ErrorCode.NOT_CONTROLLER), error_message=NOT_THE_CONTROLLER
         )

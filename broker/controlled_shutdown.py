@@ -9,27 +9,12 @@ import logging
 
 import grpc
 
+from minibroker.client.controller_admin import controller_address
 from minibroker.core.errors import ErrorCode, error_name
-from minibroker.core.listeners import from_strings, pick
-from minibroker.core.zk_layout import ControllerEndpointZNode
 from minibroker.rpc import control_pb2, control_pb2_grpc
 from minibroker.runtime import logging as slog
 from minibroker.runtime.settings import Settings
 from minibroker.runtime.zk_store import ZkError, ZkStore
-
-
-def controller_address(store: ZkStore, listener: str = "") -> str | None:
-    """The active controller's gRPC address: /controller's id, then its endpoint znode's
-    endpoint on the inter-broker listener (none set: PLAINTEXT or the first)."""
-    controller_id = store.read_controller()
-    if controller_id is None:
-        return None
-    got = store.get_or_none(ControllerEndpointZNode.path(controller_id))
-    if got is None:
-        return None
-    endpoints = from_strings(ControllerEndpointZNode.decode(got[0]))
-    endpoint = pick(endpoints, listener) or pick(endpoints)
-    return None if endpoint is None else endpoint.address
 
 
 async def controlled_shutdown(

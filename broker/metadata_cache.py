@@ -4,7 +4,8 @@ makeFollowers consults it for the leader's liveness (pitfall 17)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from minibroker.core.listeners import Endpoint
@@ -49,6 +50,28 @@ class MetadataCache:
     controller_id: int = -1
     brokers: dict[int, LiveBroker] = field(default_factory=dict)
     partitions: dict[TopicPartition, PartitionMetadata] = field(default_factory=dict)
+    # Woken by every update: admin requests wait for their change to reach this cache, as
+    # Kafka's delayed topic operations wait on the metadata cache.
+    _waiters: list[asyncio.Future[None]] = field(default_factory=list)
+
+    async def wait_for(self, condition: Callable[[], bool], timeout_s: float) -> bool:
+        """Until `condition()` holds after an update (or already does); False on timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not condition():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                await asyncio.wait_for(asyncio.shield(waiter), remaining)
+            except TimeoutError:
+                return condition()
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+        return True
 
     def update(
         self,
@@ -67,6 +90,10 @@ class MetadataCache:
                 deleted.append(tp)
             else:
                 self.partitions[tp] = state
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
         return deleted
 
     def is_alive(self, broker_id: int) -> bool:

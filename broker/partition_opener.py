@@ -1,5 +1,6 @@
 """Opening the partitions a broker is told to host: the log recovered from disk (its repairs
-logged), the HW from the checkpoint, and the topic's min.insync.replicas from ZooKeeper."""
+logged), the HW from the checkpoint, and the topic's configs from ZooKeeper (min.insync.replicas,
+segment.bytes, max.message.bytes, the replication throttles)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from broker.log.file_pool import FilePool
 from broker.log.layout import open_log
 from broker.partition_table import HostedPartition, PartitionTable
 from broker.replication.partition import Partition
+from broker.topic_configs import TopicConfigs
 from minibroker.core.planted_bugs import PlantedBug
 from minibroker.core.types import TopicPartition
 from minibroker.core.zk_layout import ConfigEntityZNode
@@ -23,6 +25,8 @@ from minibroker.runtime.zk_store import ZkConnectionError, ZkStore
 
 # How long a read done for a controller request waits for ZooKeeper to answer again.
 ZK_READ_PATIENCE_MS = 10_000
+# A segment holds at least one batch header (Kafka's minimum, 14, is a v0 record's overhead).
+MIN_SEGMENT_BYTES = 61
 
 
 def load_checkpointed_high_watermarks(log_dir: Path) -> dict[TopicPartition, int]:
@@ -53,6 +57,7 @@ class PartitionOpener:
         checkpointed_hw: dict[TopicPartition, int],
         planted_bug: PlantedBug,
         now_ms: Callable[[], int],
+        topic_configs: TopicConfigs,
     ) -> None:
         self.settings = settings
         self.broker_id = broker_id
@@ -62,6 +67,7 @@ class PartitionOpener:
         self.checkpointed_hw = checkpointed_hw
         self.planted_bug = planted_bug
         self.now_ms = now_ms
+        self.topic_configs = topic_configs
         self.lag_ms = settings.get_int("replica.lag.time.max.ms")
         # Every partition's segment files share these descriptors (10,000 partitions would
         # otherwise hold 20,000 open).
@@ -73,21 +79,19 @@ class PartitionOpener:
         hosted = self.partitions.get(tp)
         if hosted is not None:
             return hosted
-        s = self.settings
         log = await asyncio.to_thread(
             open_log,
             self.log_dir,
             tp,
             self.file_pool,
-            segment_bytes=s.get_int("log.segment.bytes"),
-            max_batch_bytes=s.get_int("message.max.bytes"),
+            **log_options(self.topic_configs, tp.topic),
         )
         log.defer_epoch_writes(self.epoch_writer.changed)
         partition = Partition(
             tp,
             self.broker_id,
             self.lag_ms,
-            s.get_int("min.insync.replicas"),
+            self.topic_configs.min_insync_replicas(tp.topic),
             planted_bug=self.planted_bug,
         )
         partition.initialize_high_watermark(self.checkpointed_hw.get(tp, 0), log)
@@ -104,17 +108,19 @@ class PartitionOpener:
         )
         return hosted
 
-    async def min_insync_replicas(self, topics: set[str]) -> dict[str, int]:
-        """min.insync.replicas per topic: the /config/topics override, else the broker's."""
-        default = self.settings.get_int("min.insync.replicas")
+    async def load_topic_configs(self, topics: set[str]) -> None:
+        """Read /config/topics/<t> of each topic not known yet (change notifications keep the
+        known ones current, broker.dynamic_config)."""
+        missing = sorted(t for t in topics if not self.topic_configs.known(t))
+        if not missing:
+            return
 
-        def read() -> dict[str, int]:
+        def read() -> dict[str, dict[str, str]]:
+            got = self.store.get_many([ConfigEntityZNode.path("topics", t) for t in missing])
             out = {}
-            for topic in topics:
-                got = self.store.get_or_none(ConfigEntityZNode.path("topics", topic))
-                config = ConfigEntityZNode.decode(got[0]) if got and got[0] else {}
-                raw = config.get("min.insync.replicas", "")
-                out[topic] = int(raw) if raw.isdigit() else default
+            for topic in missing:
+                found = got.get(ConfigEntityZNode.path("topics", topic))
+                out[topic] = ConfigEntityZNode.decode(found[0]) if found and found[0] else {}
             return out
 
         # Kafka's ZooKeeper client waits until it is connected again: so does this read, for a
@@ -122,8 +128,20 @@ class PartitionOpener:
         deadline = self.now_ms() + ZK_READ_PATIENCE_MS
         while True:
             try:
-                return await asyncio.to_thread(read)
+                configs = await asyncio.to_thread(read)
+                break
             except ZkConnectionError:
                 if self.now_ms() >= deadline:
                     raise
                 await asyncio.sleep(0.1)
+        for topic, overrides in configs.items():
+            if not self.topic_configs.known(topic):
+                self.topic_configs.set(topic, overrides)
+
+
+def log_options(configs: TopicConfigs, topic: str) -> dict[str, int]:
+    """A log's sizes from its topic's effective configs."""
+    return {
+        "segment_bytes": max(MIN_SEGMENT_BYTES, configs.int_value(topic, "segment.bytes")),
+        "max_batch_bytes": configs.int_value(topic, "max.message.bytes"),
+    }

@@ -49,6 +49,10 @@ class FetcherServices:
     settings: Settings
     planted_bug: PlantedBug
     now_ms: Callable[[], int]
+    # The follower's replication throttle (KIP-73): whether to leave a partition out of the
+    # next fetch (given whether it is caught up), and the bytes fetched of each partition.
+    follower_throttles: Callable[[TopicPartition, bool], bool] = lambda _tp, _in_sync: False
+    record_fetched: Callable[[TopicPartition, int], None] = lambda _tp, _n: None
 
 
 @dataclass(frozen=True)

@@ -4,19 +4,22 @@ the produce, fetch and control paths over them.
 Everything runs on the broker's one asyncio loop: the pure rules (broker.replication) decide,
 this shell appends and reads the logs (page-cache I/O, bounded by the request's sizes) and hands
 ZooKeeper writes and fsyncs to threads. The periodic ISR and checkpoint tasks live in
-broker.isr_tasks; the follower side lives in broker.fetcher.
+broker.isr_tasks; the follower side lives in broker.fetch.fetcher.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import shutil
 from pathlib import Path
 
-from broker import fetch_reads, fetch_session_cache
+from broker import offset_reads
 from broker.delayed import AcksAllWaiters, DelayedFetch, DelayedProduce, Linger
-from broker.fetcher_manager import FetcherManager
+from broker.fetch import reads as fetch_reads
+from broker.fetch import session_cache as fetch_session_cache
+from broker.fetch.fetcher_manager import FetcherManager
 from broker.isr_tasks import IsrTasks
 from broker.log.layout import partition_dir
 from broker.metadata_cache import LiveBroker, MetadataCache, PartitionMetadata
@@ -24,13 +27,14 @@ from broker.metrics import BrokerMetrics
 from broker.partition_opener import PartitionOpener, load_checkpointed_high_watermarks
 from broker.partition_table import (
     FetcherServices,
-    HostedPartition,
     IsrTaskServices,
     PartitionTable,
 )
 from broker.purgatory import Purgatory
 from broker.replication.partition import Partition
+from broker.replication_quotas import ReplicationQuotas
 from broker.role_changes import make_follower, make_leader
+from broker.topic_configs import TopicConfigs
 from broker.types import (
     ControlHeader,
     EpochEndOffsetResult,
@@ -50,8 +54,6 @@ from minibroker.runtime.clock import monotonic_ms
 from minibroker.runtime.settings import Settings
 from minibroker.runtime.zk_store import ZkStore
 
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
 # StopReplica epochs that always pass the check (reference §3.4).
 NO_EPOCH, EPOCH_DURING_DELETE = -1, -2
 
@@ -96,7 +98,12 @@ class ReplicaManager:
         # HWs read at start-up, kept for partitions not hosted (yet) so a checkpoint rewrite
         # does not forget them (Kafka keeps every log of the dir in its checkpoint).
         self.checkpointed_hw = load_checkpointed_high_watermarks(log_dir)
-        services = FetcherServices(broker_id, settings, self.planted_bug, self.now_ms)
+        self.topic_configs = TopicConfigs(settings, broker_id)
+        self.quotas = ReplicationQuotas(settings, self.topic_configs, self.now_ms)
+        services = FetcherServices(
+            broker_id, settings, self.planted_bug, self.now_ms,
+            self.quotas.follower_throttles, self.quotas.record_follower,
+        )  # fmt: skip
         self.fetchers = FetcherManager(self.partitions, services)
         metrics.fetch_sessions.set_function(lambda: len(self.fetch_sessions))
         metrics.fetch_session_partitions.set_function(self.fetch_sessions.partitions_cached)
@@ -110,6 +117,7 @@ class ReplicaManager:
             checkpointed_hw=self.checkpointed_hw,
             planted_bug=self.planted_bug,
             now_ms=self.now_ms,
+            topic_configs=self.topic_configs,
         )
         self.isr = IsrTasks(
             self.partitions,
@@ -200,6 +208,24 @@ class ReplicaManager:
         partition of the session to change."""
         fetch_time = self.now_ms()
         leader_leos: dict[TopicPartition, int] = {}
+        if params.is_follower:
+            replica = params.replica_id
+            params = dataclasses.replace(
+                params,
+                leader_throttle=lambda tp, p: self.quotas.leader_throttles(tp, p, replica),
+            )
+        results = await self._read_and_wait(params, session, fetch_time, leader_leos)
+        if params.is_follower:
+            self.quotas.record_leader({tp: len(r.records) for tp, r in results.items()})
+        return results
+
+    async def _read_and_wait(
+        self,
+        params: FetchParams,
+        session: fetch_session_cache.FetchSession | None,
+        fetch_time: int,
+        leader_leos: dict[TopicPartition, int],
+    ) -> dict[TopicPartition, FetchPartitionResult]:
         results = fetch_reads.read_all(self.partitions, params, leader_leos)
         hw_moved = []
         if params.is_follower:
@@ -219,7 +245,7 @@ class ReplicaManager:
             params.max_wait_ms,
             params.min_bytes,
             lambda tp, n: fetch_reads.readable_bytes(
-                self.partitions, request_of(tp), params.is_follower, n
+                self.partitions, request_of(tp), params.is_follower, n, params.leader_throttle
             ),
             lambda changed: fetch_reads.reread(
                 self.partitions, params, results, [request_of(tp) for tp in changed]
@@ -252,52 +278,21 @@ class ReplicaManager:
             self.on_partition_changed(req.tp)
         return out.hw_changed
 
-    # ---- other reads ----------------------------------------------------------------------
-
-    def _leader_or_error(
-        self, tp: TopicPartition, current_leader_epoch: int | None
-    ) -> HostedPartition | ErrorCode:
-        hosted = self.partitions.get(tp)
-        if hosted is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        error = hosted.partition.check_current_leader_epoch(current_leader_epoch)
-        if error is ErrorCode.NONE and not hosted.partition.is_leader:
-            error = ErrorCode.NOT_LEADER_OR_FOLLOWER
-        return hosted if error is ErrorCode.NONE else error
+    # ---- other reads (broker.offset_reads) -----------------------------------------------
 
     def list_offset(
         self, tp: TopicPartition, timestamp: int, current_leader_epoch: int | None, replica_id: int
     ) -> ListOffsetResult:
-        found = self._leader_or_error(tp, current_leader_epoch)
-        if isinstance(found, ErrorCode):
-            return ListOffsetResult(found)
-        p, log = found.partition, found.log
-        if timestamp == EARLIEST_TIMESTAMP:
-            return ListOffsetResult(ErrorCode.NONE, log.log_start_offset, -1, p.leader_epoch)
-        if timestamp == LATEST_TIMESTAMP:
-            if replica_id >= 0:  # a follower asks for the leader's LEO (reference §4.5)
-                return ListOffsetResult(ErrorCode.NONE, log.log_end_offset, -1, p.leader_epoch)
-            error, offset = p.latest_offset_for_clients()
-            return ListOffsetResult(error, offset, -1, p.leader_epoch)
-        if timestamp < 0:
-            return ListOffsetResult(ErrorCode.INVALID_REQUEST)
-        # No time index: the first committed batch whose max timestamp reaches the target.
-        for batch in log.batches():
-            if batch.max_timestamp >= timestamp and batch.base_offset < p.high_watermark:
-                return ListOffsetResult(
-                    ErrorCode.NONE, batch.base_offset, batch.max_timestamp, p.leader_epoch
-                )
-        return ListOffsetResult(ErrorCode.NONE, -1, -1, p.leader_epoch)
+        return offset_reads.list_offset(
+            self.partitions, tp, timestamp, current_leader_epoch, replica_id
+        )
 
     def last_offset_for_leader_epoch(
         self, tp: TopicPartition, leader_epoch: int, current_leader_epoch: int | None
     ) -> EpochEndOffsetResult:
-        """OffsetsForLeaderEpoch on the leader (reference §4.4, leader side)."""
-        found = self._leader_or_error(tp, current_leader_epoch)
-        if isinstance(found, ErrorCode):
-            return EpochEndOffsetResult(found)
-        epoch, end = found.log.epoch_cache.end_offset_for(leader_epoch, found.log.log_end_offset)
-        return EpochEndOffsetResult(ErrorCode.NONE, epoch, end)
+        return offset_reads.last_offset_for_leader_epoch(
+            self.partitions, tp, leader_epoch, current_leader_epoch
+        )
 
     # ---- control (reference §3.3, §3.4) ---------------------------------------------------
 
@@ -315,7 +310,7 @@ class ReplicaManager:
         top = self.check_control_header(header)
         if top is not ErrorCode.NONE:
             return top, {p.tp: top for p in partitions}
-        min_isr = await self.opener.min_insync_replicas({p.tp.topic for p in partitions})
+        await self.opener.load_topic_configs({p.tp.topic for p in partitions})
         errors: dict[TopicPartition, ErrorCode] = {}
         accepted: list[LeaderAndIsrPartition] = []
         for item in partitions:
@@ -323,7 +318,9 @@ class ReplicaManager:
                 errors[item.tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             hosted = await self.opener.get_or_create(item.tp)
-            hosted.partition.min_insync_replicas = min_isr[item.tp.topic]
+            hosted.partition.min_insync_replicas = self.topic_configs.min_insync_replicas(
+                item.tp.topic
+            )
             if item.state.leader_epoch > hosted.partition.leader_epoch:
                 accepted.append(item)
                 errors[item.tp] = ErrorCode.NONE

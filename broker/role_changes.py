@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker.fetcher_manager import FetcherManager
+from broker.fetch.fetcher_manager import FetcherManager
 from broker.metadata_cache import MetadataCache
 from broker.partition_table import HostedPartition
 from broker.types import LeaderAndIsrPartition

@@ -19,6 +19,7 @@ from grpc_health.v1._async import HealthServicer
 
 from broker.control_servicer import ControlServicer
 from broker.controlled_shutdown import controlled_shutdown
+from broker.dynamic_config import DynamicConfigManager
 from broker.kafka.server import KafkaServers
 from broker.metadata_dir import InconsistentBrokerId, prepare_log_dir
 from broker.metrics import BrokerMetrics
@@ -164,11 +165,14 @@ async def run_broker(settings: Settings) -> int:
         metrics_port=metrics_port,
     )
     rm.isr.start()
+    dynamic = DynamicConfigManager(store, settings, broker_id, rm.partitions, rm.topic_configs)
     registrar = BrokerRegistrar(store, registration, on_epoch)
     try:
+        await dynamic.start()  # dynamic configs in force before the first LeaderAndIsr
         await registrar.start()
     except ZkError as exc:
         slog.event("broker_failed", logging.ERROR, error=str(exc))
+        await dynamic.stop()
         await kafka.stop()
         await _stop_all(servers, None)
         return 1
@@ -180,6 +184,7 @@ async def run_broker(settings: Settings) -> int:
     if settings.get_bool("controlled.shutdown.enable") and rm.broker_epoch != NOT_REGISTERED:
         await controlled_shutdown(store, settings, broker_id, rm.broker_epoch)
     await health.enter_graceful_shutdown()
+    await dynamic.stop()
     await kafka.stop()
     await _stop_all(servers, 1.0)
     await rm.fetchers.stop()

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from broker.fetch_handling import MAX_WAIT_MS, FetchCall, handle_fetch
-from broker.fetch_session_cache import FINAL_EPOCH
+from broker import auto_create
+from broker.fetch.handling import MAX_WAIT_MS, FetchCall, handle_fetch
+from broker.fetch.session_cache import FINAL_EPOCH
 from broker.partition_table import HostedPartition
 from broker.replica_manager import ReplicaManager
 from broker.request_handling import guarded, opt_field
@@ -182,11 +183,15 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
                 ep = b.endpoint_for(self.listener)
                 if ep is not None:
                     response.brokers.add(node_id=b.broker_id, host=ep.host, port=ep.port)
+            created = await auto_create.maybe_create(
+                self.rm, request.topics, bool(request.allow_auto_topic_creation)
+            )
             for topic in list(request.topics) or cache.topics():
                 partitions = cache.partitions_of(topic)
                 t = response.topics.add(name=topic)
                 if not partitions:
-                    t.error_code = error_to_wire(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    missing = created.get(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    t.error_code = error_to_wire(missing)
                 for tp, s in partitions:
                     error = (
                         ErrorCode.LEADER_NOT_AVAILABLE
@@ -220,6 +225,11 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
                 zookeeper_connect=rm.settings.get_str("zookeeper.connect"),
                 profile=rm.settings.profile,
                 config=rm.settings.as_strings(),
+                static_config_names=sorted(rm.settings.explicit),
+                dynamic_default_config=rm.settings.dynamic[0],
+                dynamic_broker_config=rm.settings.dynamic[1],
+                leader_replication_byte_rate=rm.quotas.describe()["leader_rate"],
+                follower_replication_byte_rate=rm.quotas.describe()["follower_rate"],
                 partitions=[
                     replica_description(tp, hosted, now_ms)
                     for tp, hosted in sorted(rm.partitions.items())

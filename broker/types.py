@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from broker.replication.partition import PartitionState
+from broker.replication.partition import Partition, PartitionState
 from minibroker.core.errors import ErrorCode
 from minibroker.core.types import TopicPartition
 
@@ -35,6 +36,9 @@ class FetchParams:
     min_bytes: int
     max_bytes: int
     partitions: tuple[FetchPartitionRequest, ...]
+    # A follower's fetch: whether the leader sends it no records of a partition now (the
+    # leader's replication throttle, KIP-73); None for consumers.
+    leader_throttle: Callable[[TopicPartition, Partition], bool] | None = None
 
     @property
     def is_follower(self) -> bool:

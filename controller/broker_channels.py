@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import grpc
@@ -19,7 +19,7 @@ from controller.logic.batch import RequestBatch
 from controller.logic.context import ControllerContext
 from minibroker.core.errors import error_name
 from minibroker.core.listeners import Endpoint
-from minibroker.core.types import TopicPartition
+from minibroker.core.types import LEADER_DURING_DELETE, TopicPartition
 from minibroker.rpc import control_pb2, control_pb2_grpc
 from minibroker.runtime import logging as slog
 from minibroker.runtime.grpc_options import channel_options
@@ -33,8 +33,8 @@ class BrokerChannel:
         self.broker_id = broker_id
         self.address = address
         self.controller_id = controller_id
-        # (request kind, request, a future for its answer's error code or None)
-        self.queue: asyncio.Queue[tuple[str, Any, asyncio.Future[int] | None]] = asyncio.Queue()
+        # (request kind, request, a future for its answer or None)
+        self.queue: asyncio.Queue[tuple[str, Any, asyncio.Future[Any] | None]] = asyncio.Queue()
         self._channel = grpc.aio.insecure_channel(address, options=channel_options())
         self._stub = control_pb2_grpc.ControlStub(self._channel)
         self._task = asyncio.ensure_future(self._run())
@@ -56,7 +56,7 @@ class BrokerChannel:
                     await asyncio.sleep(RETRY_BACKOFF_S)
             error = int(response.error_code)
             if answered is not None and not answered.done():
-                answered.set_result(error)
+                answered.set_result(response)
             slog.event(
                 "request_sent",
                 logging.INFO if error == 0 else logging.WARNING,
@@ -106,9 +106,16 @@ class ChannelManager:
             await channel.close()
         self.channels.clear()
 
-    def send(self, ctx: ControllerContext, batch: RequestBatch) -> dict[int, asyncio.Future[int]]:
+    def send(
+        self,
+        ctx: ControllerContext,
+        batch: RequestBatch,
+        on_stop_replica: Callable[[int, Any], None] | None = None,
+    ) -> dict[int, asyncio.Future[Any]]:
         """LeaderAndIsr, then UpdateMetadata, then StopReplica (reference §5.9). Returns, per
-        broker sent UpdateMetadata, a future of the error code it answered with."""
+        broker sent UpdateMetadata, a future of its answer; `on_stop_replica(broker, answer)`
+        is called with each StopReplica answer that carries a deletion (Kafka's callback of
+        the topic deletion manager)."""
         self.sync(ctx)
         for b, tps in sorted(batch.leader_and_isr.items()):
             if b in self.channels:
@@ -120,7 +127,7 @@ class ChannelManager:
                     )
                 )
         update = update_metadata_request(ctx, self.controller_id, batch.update_metadata_partitions)
-        answers: dict[int, asyncio.Future[int]] = {}
+        answers: dict[int, asyncio.Future[Any]] = {}
         for b in sorted(batch.update_metadata_to):
             if b in self.channels:
                 request = control_pb2.UpdateMetadataRequest()
@@ -140,8 +147,22 @@ class ChannelManager:
                         partition_index=e.tp.partition, delete_partition=e.delete
                     )
                     p.leader_epoch = e.leader_epoch
-                self.channels[b].queue.put_nowait(("StopReplica", stop, None))
+                answered = None
+                if on_stop_replica is not None and any(e.delete for e in entries):
+                    answered = asyncio.get_running_loop().create_future()
+                    answered.add_done_callback(_relay(on_stop_replica, b))
+                self.channels[b].queue.put_nowait(("StopReplica", stop, answered))
         return answers
+
+
+def _relay(
+    on_answer: Callable[[int, Any], None], broker: int
+) -> Callable[[asyncio.Future[Any]], None]:
+    def done(answered: asyncio.Future[Any]) -> None:
+        if not answered.cancelled():
+            on_answer(broker, answered.result())
+
+    return done
 
 
 def leader_and_isr_request(
@@ -170,6 +191,8 @@ def leader_and_isr_request(
             isr=state.isr,
             zk_version=state.zk_version,
             replicas=ctx.assignments[tp],
+            adding_replicas=ctx.full_assignment(tp).adding,
+            removing_replicas=ctx.full_assignment(tp).removing,
             is_new=tp in is_new,
         )
     for b in sorted(leaders):
@@ -197,10 +220,12 @@ def update_metadata_request(
         if state is None:
             continue
         replicas = ctx.assignments[tp]
+        # A topic being deleted: leader -2 (LeaderAndIsr.duringDelete), brokers forget it.
+        deleting = ctx.deletions.is_queued(tp.topic)
         request.topic_states.add(topic_name=tp.topic).partition_states.add(
             partition_index=tp.partition,
             controller_epoch=state.controller_epoch,
-            leader=state.leader,
+            leader=LEADER_DURING_DELETE if deleting else state.leader,
             leader_epoch=state.leader_epoch,
             isr=state.isr,
             zk_version=state.zk_version,

@@ -32,8 +32,10 @@ from minibroker.core.zk_layout import (
     PERSISTENT_PATHS,
     BrokerIdsZNode,
     ControllerZNode,
+    DeleteTopicsZNode,
     IsrChangeNotificationZNode,
     PreferredReplicaElectionZNode,
+    ReassignPartitionsZNode,
     TopicsZNode,
 )
 from minibroker.runtime import logging as slog
@@ -47,6 +49,10 @@ class Event:
     name: str
     controller_id: int | None = None  # for ControllerChange
     enqueued: float = field(default_factory=time.monotonic)
+    payload: Any = None  # the topic, partition or request the event is about
+    # An RPC's answer: set by the handler, or to (NOT_CONTROLLER | UNKNOWN_SERVER_ERROR, ...)
+    # when this controller is not active or the handler failed.
+    reply: asyncio.Future[Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -56,13 +62,21 @@ class ControlledShutdown(Event):
     reply: asyncio.Future[tuple[ErrorCode, list[TopicPartition]]] | None = None
 
 
-# Events only the active controller acts on, mapped to their operation.
+# Events only the active controller acts on (ControllerOps.handlers names their operation).
 ACTIVE_EVENTS = (
     "BrokerChange",
     "TopicChange",
     "IsrChangeNotification",
     "PreferredReplicaElection",
     "AutoPreferredReplicaLeaderElection",
+    "PartitionModifications",
+    "TopicDeletion",
+    "ZkPartitionReassignment",
+    "PartitionReassignmentIsrChange",
+    "TopicDeletionStopReplicaResponseReceived",
+    "AlterPartitionReassignments",
+    "ListPartitionReassignments",
+    "ElectLeaders",
 )
 
 
@@ -88,6 +102,11 @@ class ControllerEventLoop:
         self._closing = False
         self.channels = ChannelManager(controller_id)
         self.ops = ControllerOps(store, settings, controller_id, self.channels, metrics)
+        # The operations queue follow-up events (a StopReplica answer, a watched znode).
+        self.ops.post = lambda name, payload=None: self.enqueue(Event(name, payload=payload))
+        self.ops.post_threadsafe = lambda name, payload=None: self._enqueue_threadsafe(
+            Event(name, payload=payload)
+        )
         self._rebalance: asyncio.Task[None] | None = None
 
     # ---- producers of events (any thread) ----------------------------------------------------
@@ -116,12 +135,29 @@ class ControllerEventLoop:
     def _watch_children(self, path: str, name: str) -> None:
         self._store.watch_children(path, lambda _children: self._enqueue_threadsafe(Event(name)))
 
-    def _watch_exists(self, path: str, name: str) -> None:
+    def _watch_exists(self, path: str, name: str, *, creation_only: bool = False) -> None:
+        """An event whenever the znode exists after a change (or, with `creation_only`, only
+        when it appears: Kafka's handlers of /admin/reassign_partitions react to creation)."""
+        existed: list[bool | None] = [None]  # unknown until kazoo's first call
+
         def fired(data: bytes | None, stat: Stat | None) -> None:
-            if stat is not None:
+            # With creation_only, the first call (at registration) is the baseline: a znode
+            # that exists then is the failover's to process (initializePartitionReassignments).
+            baseline = creation_only and existed[0] is None
+            if stat is not None and not baseline and not (creation_only and existed[0]):
                 self._enqueue_threadsafe(Event(name))
+            existed[0] = stat is not None
 
         self._store.watch_data(path, fired)
+
+    async def request(self, name: str, payload: Any) -> Any:
+        """An admin RPC (AlterPartitionReassignments, ListPartitionReassignments,
+        ElectLeaders): queued like every other event; (NOT_CONTROLLER, None) unless active."""
+        if self.role is not Role.ACTIVE:
+            return ErrorCode.NOT_CONTROLLER, None
+        reply: asyncio.Future[Any] = self._loop.create_future()
+        self.enqueue(Event(name, None, time.monotonic(), payload, reply))
+        return await reply
 
     async def controlled_shutdown(
         self, broker_id: int, broker_epoch: int
@@ -132,7 +168,7 @@ class ControllerEventLoop:
         reply: asyncio.Future[tuple[ErrorCode, list[TopicPartition]]] = self._loop.create_future()
         self.enqueue(
             ControlledShutdown(
-                "ControlledShutdown", None, time.monotonic(), broker_id, broker_epoch, reply
+                "ControlledShutdown", broker_id=broker_id, broker_epoch=broker_epoch, reply=reply
             )
         )
         return await reply
@@ -152,6 +188,10 @@ class ControllerEventLoop:
             self._watch_children(TopicsZNode.path, "TopicChange")
             self._watch_children(IsrChangeNotificationZNode.path, "IsrChangeNotification")
             self._watch_exists(PreferredReplicaElectionZNode.path, "PreferredReplicaElection")
+            self._watch_children(DeleteTopicsZNode.path, "TopicDeletion")
+            self._watch_exists(
+                ReassignPartitionsZNode.path, "ZkPartitionReassignment", creation_only=True
+            )
 
         await asyncio.to_thread(register_watches)
         while True:
@@ -184,8 +224,8 @@ class ControllerEventLoop:
 
     @staticmethod
     def _answer(event: Event, code: ErrorCode) -> None:
-        if isinstance(event, ControlledShutdown) and event.reply and not event.reply.done():
-            event.reply.set_result((code, []))
+        if event.reply is not None and not event.reply.done():
+            event.reply.set_result((code, [] if isinstance(event, ControlledShutdown) else None))
 
     def close(self) -> None:
         self._closing = True
@@ -208,7 +248,11 @@ class ControllerEventLoop:
             return
         if event.name in ACTIVE_EVENTS:
             if self.role is Role.ACTIVE:
-                await self._active_event(event.name)
+                result = await self.ops.handle(event.name, event.payload)
+                if event.reply is not None and not event.reply.done():
+                    event.reply.set_result(result)
+            else:
+                self._answer(event, ErrorCode.NOT_CONTROLLER)
             return
         # Startup, ControllerChange, Reconnected: Kafka's elect() / maybeResign().
         current = await asyncio.to_thread(self._store.read_controller)
@@ -223,17 +267,6 @@ class ControllerEventLoop:
                 active=current,
                 reason="controller_exists",
             )
-
-    async def _active_event(self, name: str) -> None:
-        ops = self.ops
-        handlers: dict[str, Callable[[], Awaitable[Any]]] = {
-            "BrokerChange": ops.on_broker_change,
-            "TopicChange": ops.on_topic_change,
-            "IsrChangeNotification": ops.on_isr_change_notification,
-            "PreferredReplicaElection": ops.on_preferred_replica_election,
-            "AutoPreferredReplicaLeaderElection": ops.on_auto_rebalance,
-        }
-        await handlers[name]()
 
     async def _elect(self) -> None:
         epoch, epoch_zk_version = await asyncio.to_thread(self._store.ensure_controller_epoch)

@@ -11,11 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from typing import Any
 
+from controller.admin_ops import AdminOps
 from controller.logic import elections
 from controller.logic.batch import RequestBatch
 from controller.logic.context import BrokerInfo, ControllerContext
-from controller.state_changes import StateChanges
+from controller.reassignments import ReassignmentOps
+from controller.topic_deletion import DeletionOps
 from controller.zk_view import read_brokers, read_states, read_topic, read_topics
 from minibroker.core.errors import ErrorCode
 from minibroker.core.types import LeaderAndIsr, TopicPartition
@@ -29,13 +32,48 @@ from minibroker.runtime.clock import now_ms
 from minibroker.runtime.zk_store import ZkNoNode
 
 
-class ControllerOps(StateChanges):
+class ControllerOps(ReassignmentOps, DeletionOps, AdminOps):
     """The event handlers of the active controller."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._reassign_init()
+
+    async def handle(self, name: str, payload: Any) -> Any:
+        """Run the operation for one active-controller event; its result answers an RPC."""
+        if name == "BrokerChange":
+            return await self.on_broker_change()
+        if name == "TopicChange":
+            return await self.on_topic_change()
+        if name == "IsrChangeNotification":
+            return await self.on_isr_change_notification()
+        if name == "PreferredReplicaElection":
+            return await self.on_preferred_replica_election()
+        if name == "AutoPreferredReplicaLeaderElection":
+            return await self.on_auto_rebalance()
+        if name == "PartitionModifications":
+            return await self.on_partition_modifications(payload)
+        if name == "TopicDeletion":
+            return await self.on_topic_deletion()
+        if name == "TopicDeletionStopReplicaResponseReceived":
+            return await self.on_stop_replica_answer(payload)
+        if name == "ZkPartitionReassignment":
+            return await self.on_zk_reassignment()
+        if name == "PartitionReassignmentIsrChange":
+            return await self.on_reassignment_isr_change(payload)
+        if name == "AlterPartitionReassignments":
+            return ErrorCode.NONE, await self.on_api_reassignment(payload)
+        if name == "ListPartitionReassignments":
+            return ErrorCode.NONE, self.list_reassignments(payload)
+        if name == "ElectLeaders":
+            return ErrorCode.NONE, await self.on_elect_leaders(*payload)
+        raise ValueError(f"no operation for event {name}")
 
     # ---- failover (§5.2) -----------------------------------------------------------------
 
     async def on_failover(self, epoch: int, epoch_zk_version: int) -> None:
         self.ctx = ctx = ControllerContext(epoch=epoch, epoch_zk_version=epoch_zk_version)
+        self._isr_watched.clear()  # a previous term's watches end when they next fire
         ctx.live_brokers = await asyncio.to_thread(read_brokers, self.store, self.listener)
         for topic in await asyncio.to_thread(read_topics, self.store):
             await self._load_topic(topic)
@@ -56,19 +94,27 @@ class ControllerOps(StateChanges):
         for tp, _state in sorted(ctx.states.items()):
             live = [b for b in ctx.assignments[tp] if b in ctx.live_brokers]
             batch.add_leader_and_isr(live, tp, ctx.live_or_shutting_down())
+        await self.init_deletions()  # before elections: a topic being deleted has no leader
         await self._initialize_new_partitions(sorted(ctx.assignments), batch)
         await self._elect_offline(batch)
         dead = {b for tp in ctx.assignments for b in ctx.assignments[tp]} - set(ctx.live_brokers)
         await self._remove_replicas_from_isr(dead, batch)
         self.channels.send(ctx, batch)
         await self.on_isr_change_notification(leftover=True)
+        # initializePartitionReassignments: the znode's first (they replace API ones), then
+        # the moves the topic znodes record, then deletions and preferred elections.
+        from_zk = await self.on_zk_reassignment()
+        await self.resume_reassignments(lambda tp, _a: tp not in from_zk, cause="failover")
+        await self.resume_deletions()
         await self.on_preferred_replica_election()
         self._update_gauges()
 
     async def _load_topic(self, topic: str) -> list[TopicPartition]:
         parts, config = await asyncio.to_thread(read_topic, self.store, topic)
-        self.ctx.assignments.update(parts)
+        for tp, assignment in parts.items():
+            self.ctx.set_assignment(tp, assignment)
         self.ctx.topic_configs[topic] = config
+        await self._watch_topic(topic)
         return sorted(parts)
 
     # ---- broker membership (§5.3) --------------------------------------------------------
@@ -92,6 +138,7 @@ class ControllerOps(StateChanges):
             for b in dead | bounced:
                 ctx.live_brokers.pop(b, None)
                 ctx.shutting_down.discard(b)
+            self.on_replicas_offline(dead | bounced)  # deletions of their replicas halt
             # Elections first, and their LeaderAndIsr sent at once: as in Kafka, where the
             # partition state machine sends its batch before the replica state machine
             # starts the ISR removals (reference §5.3 steps 2 and 3), so the new leaders
@@ -104,6 +151,8 @@ class ControllerOps(StateChanges):
             if not lost_leaders:
                 batch.add_update_metadata(ctx.live_or_shutting_down(), [])
             self.channels.send(ctx, batch)
+        if dead or bounced:
+            await self.resume_deletions()  # failReplicaDeletion runs a round too
         if new or bounced:
             await self._on_broker_startup(new | bounced, current)
         ctx.live_brokers = current
@@ -120,21 +169,29 @@ class ControllerOps(StateChanges):
         batch = RequestBatch()
         for b in sorted(started):
             for tp in ctx.partitions_on(b):
-                if tp in ctx.states:
+                # A topic being deleted gets StopReplica from the deletion, not LeaderAndIsr.
+                if tp in ctx.states and not ctx.deletions.is_queued(tp.topic):
                     batch.add_leader_and_isr([b], tp, ctx.live_or_shutting_down())
         await self._initialize_new_partitions(sorted(ctx.assignments), batch)
         await self._elect_offline(batch)
         self.channels.send(ctx, batch)
+        # Moves waiting for one of these brokers, and deletions waiting for their replicas.
+        await self.resume_reassignments(
+            lambda _tp, a: bool(set(a.target) & started), cause="broker_started"
+        )
+        ctx.deletions.resume_topics(
+            {tp.topic for b in started for tp in ctx.partitions_on(b)} & ctx.deletions.queued
+        )
+        await self.resume_deletions()
 
     # ---- topics ----------------------------------------------------------------------------
 
     async def on_topic_change(self) -> None:
         ctx = self.ctx
         topics = set(await asyncio.to_thread(read_topics, self.store))
-        for gone in ctx.topics() - topics:
-            for tp in ctx.partitions_of(gone):
-                ctx.assignments.pop(tp, None)
-                ctx.states.pop(tp, None)
+        for gone in ctx.topics() - topics:  # removed by hand (the controller's own deletion
+            ctx.remove_topic(gone)  # forgets the topic before its znode goes)
+            self._watched_topics.discard(gone)
         batch = RequestBatch()
         for topic in sorted(topics - ctx.topics()):
             tps = await self._load_topic(topic)
@@ -210,7 +267,12 @@ class ControllerOps(StateChanges):
         try:
             tps = PreferredReplicaElectionZNode.decode(got[0]) if got[0] else ()
             await self.elect_preferred(
-                [tp for tp in tps if tp in self.ctx.assignments], cause="admin"
+                [
+                    tp
+                    for tp in tps
+                    if tp in self.ctx.assignments and not self.ctx.deletions.is_queued(tp.topic)
+                ],
+                cause="admin",
             )
         finally:
             with contextlib.suppress(ZkNoNode):
@@ -220,20 +282,6 @@ class ControllerOps(StateChanges):
                     PreferredReplicaElectionZNode.path,
                 )
 
-    async def elect_preferred(self, tps: list[TopicPartition], cause: str) -> list[TopicPartition]:
-        ctx = self.ctx
-
-        def decide(tp: TopicPartition, fresh: LeaderAndIsr) -> LeaderAndIsr | None:
-            return elections.preferred_election(ctx.assignments[tp], fresh, ctx.online(), ctx.epoch)
-
-        batch = RequestBatch()
-        changed = await self._write_states(tps, decide)
-        for tp in changed:
-            self._announce(tp, "preferred", cause=cause)
-            self._send_state(batch, tp)
-        self.channels.send(ctx, batch)
-        return changed
-
     async def on_auto_rebalance(self) -> None:
         ctx = self.ctx
         # Read the states afresh (Kafka trusts its cache): a leader moved by anyone else, e.g.
@@ -242,6 +290,8 @@ class ControllerOps(StateChanges):
         leaders = {tp: s.leader for tp, s in ctx.states.items()}
         pct = self.settings.get_int("leader.imbalance.per.broker.percentage")
         imbalanced = elections.imbalanced_brokers(ctx.assignments, leaders, pct)
+        if ctx.reassigning:  # Kafka checks no imbalance while a reassignment is in progress
+            return
         candidates = [
             tp
             for tp, replicas in sorted(ctx.assignments.items())
@@ -249,6 +299,8 @@ class ControllerOps(StateChanges):
             and replicas[0] in imbalanced
             and leaders.get(tp) != replicas[0]
             and not ctx.shutting_down
+            and tp not in ctx.reassigning
+            and not ctx.deletions.is_queued(tp.topic)
         ]
         if candidates:
             await self.elect_preferred(candidates, cause="auto_rebalance")
@@ -302,10 +354,3 @@ class ControllerOps(StateChanges):
             remaining=[str(tp) for tp in remaining],
         )
         return ErrorCode.NONE, remaining
-
-    # ---- gauges ----------------------------------------------------------------------------
-
-    def _update_gauges(self) -> None:
-        self.metrics.offline_partitions.set(len(self.ctx.offline_partitions()))
-        self.metrics.global_partitions.set(len(self.ctx.assignments))
-        self.metrics.global_topics.set(len(self.ctx.topics()))

@@ -27,6 +27,7 @@ from minibroker.core.listeners import (
     advertised_endpoints,
     parse_listeners,
 )
+from minibroker.core.types import TopicPartition
 from minibroker.core.zk_layout import ControllerEndpointZNode
 from minibroker.rpc import control_pb2, control_pb2_grpc, events_pb2_grpc
 from minibroker.runtime import logging as slog
@@ -42,7 +43,8 @@ CONTROL_SERVICE = "minibroker.v1.Control"
 
 
 class ControllerControlServicer(control_pb2_grpc.ControlServicer):  # type: ignore[misc]
-    """Only ControlledShutdown is the controller's; brokers serve the other three."""
+    """ControlledShutdown and the admin requests brokers forward (reassignments, elections)
+    are the controller's; brokers serve LeaderAndIsr, UpdateMetadata and StopReplica."""
 
     def __init__(self, events: ControllerEventLoop) -> None:
         self.events = events
@@ -64,6 +66,67 @@ class ControllerControlServicer(control_pb2_grpc.ControlServicer):  # type: igno
         for tp in remaining:
             response.remaining_partitions.add(topic_name=tp.topic, partition_index=tp.partition)
         return response
+
+    async def _ask(self, name: str, payload: Any) -> tuple[ErrorCode, Any, str]:
+        try:
+            error, result = await self.events.request(name, payload)
+        except Exception as exc:  # never raise across gRPC
+            slog.event("request_failed", logging.ERROR, request=name, error=repr(exc))
+            return ErrorCode.UNKNOWN_SERVER_ERROR, None, repr(exc)
+        message = "this controller is not the active one" if result is None else ""
+        return error, result, message
+
+    async def AlterPartitionReassignments(  # noqa: N802
+        self, request: Any, context: Any
+    ) -> control_pb2.AlterPartitionReassignmentsResponse:
+        targets = {
+            TopicPartition(p.topic, p.partition): None if p.cancel else tuple(p.replicas)
+            for p in request.partitions
+        }
+        error, results, message = await self._ask("AlterPartitionReassignments", targets)
+        response = control_pb2.AlterPartitionReassignmentsResponse(
+            error_code=error_to_wire(error), error_message=message
+        )
+        for tp, (code, text) in sorted((results or {}).items()):
+            response.results.add(
+                topic=tp.topic, partition=tp.partition, error_code=error_to_wire(code),
+                error_message=text or "",
+            )  # fmt: skip
+        return response
+
+    async def ListPartitionReassignments(  # noqa: N802
+        self, request: Any, context: Any
+    ) -> control_pb2.ListPartitionReassignmentsResponse:
+        wanted = None if request.all else [_tp(p) for p in request.partitions]
+        error, ongoing, message = await self._ask("ListPartitionReassignments", wanted)
+        response = control_pb2.ListPartitionReassignmentsResponse(
+            error_code=error_to_wire(error), error_message=message
+        )
+        for tp, a in sorted((ongoing or {}).items()):
+            response.reassignments.add(
+                topic=tp.topic, partition=tp.partition, replicas=a.replicas,
+                adding_replicas=a.adding, removing_replicas=a.removing,
+            )  # fmt: skip
+        return response
+
+    async def ElectLeaders(self, request: Any, context: Any) -> control_pb2.ElectLeadersResponse:  # noqa: N802
+        wanted = None if request.all else [_tp(p) for p in request.partitions]
+        error, results, message = await self._ask(
+            "ElectLeaders", (int(request.election_type), wanted)
+        )
+        response = control_pb2.ElectLeadersResponse(
+            error_code=error_to_wire(error), error_message=message
+        )
+        for tp, (code, text, leader) in sorted((results or {}).items()):
+            response.results.add(
+                topic=tp.topic, partition=tp.partition, error_code=error_to_wire(code),
+                error_message=text or "", leader=leader,
+            )  # fmt: skip
+        return response
+
+
+def _tp(ref: Any) -> TopicPartition:
+    return TopicPartition(ref.topic, ref.partition)
 
 
 def register_endpoint(store: ZkStore, controller_id: int, endpoints: Sequence[Endpoint]) -> None:

@@ -24,6 +24,12 @@ from minibroker.runtime.settings import Settings
 from minibroker.runtime.zk_store import ZkStore
 
 MAX_WRITE_ATTEMPTS = 10
+
+
+def _unset(*_args: Any) -> None:
+    raise RuntimeError("the controller's event loop sets post and post_threadsafe")
+
+
 # Decide the new state from the freshly read one; None = no change possible.
 Decide = Callable[[TopicPartition, LeaderAndIsr], LeaderAndIsr | None]
 
@@ -46,6 +52,22 @@ class StateChanges:
         # The listener the controller reaches brokers on (Kafka: the inter-broker listener).
         self.listener = settings.get_str("inter.broker.listener.name")
         self._background: set[asyncio.Future[None]] = set()
+        # Queue an event on the controller's loop (set by the event loop): `post` from the
+        # loop, `post_threadsafe` from kazoo's threads.
+        # Topics whose znode has a data watch (PartitionModifications); kept across failovers,
+        # as the watches are (kazoo's threads read it to end a deleted topic's watch).
+        self._watched_topics: set[str] = set()
+        self.post: Callable[..., None] = _unset
+        self.post_threadsafe: Callable[..., None] = _unset
+
+    def _update_gauges(self) -> None:
+        self.metrics.offline_partitions.set(len(self.ctx.offline_partitions()))
+        self.metrics.global_partitions.set(len(self.ctx.assignments))
+        self.metrics.global_topics.set(len(self.ctx.topics()))
+
+    async def resume_deletions(self) -> None:
+        """Another round of topic deletion (controller.topic_deletion provides it)."""
+        raise NotImplementedError
 
     # ---- writing partition state ---------------------------------------------------------
 
@@ -110,6 +132,20 @@ class StateChanges:
                     changed.append(tp)
         return sorted(changed, key=order.__getitem__)
 
+    async def elect_preferred(self, tps: list[TopicPartition], cause: str) -> list[TopicPartition]:
+        ctx = self.ctx
+
+        def decide(tp: TopicPartition, fresh: LeaderAndIsr) -> LeaderAndIsr | None:
+            return elections.preferred_election(ctx.assignments[tp], fresh, ctx.online(), ctx.epoch)
+
+        batch = RequestBatch()
+        changed = await self._write_states(tps, decide)
+        for tp in changed:
+            self._announce(tp, "preferred", cause=cause)
+            self._send_state(batch, tp)
+        self.channels.send(ctx, batch)
+        return changed
+
     def _announce(self, tp: TopicPartition, strategy: str, **fields: Any) -> None:
         s = self.ctx.states[tp]
         slog.event(
@@ -138,7 +174,7 @@ class StateChanges:
         ctx = self.ctx
         new: dict[TopicPartition, LeaderAndIsr] = {}
         for tp in tps:
-            if tp in ctx.states:
+            if tp in ctx.states or ctx.deletions.is_queued(tp.topic):
                 continue
             state = elections.initial_state(ctx.assignments[tp], ctx.online(), ctx.epoch)
             if state is None:
@@ -224,7 +260,13 @@ class StateChanges:
         """Reference §5.6: ISR removal of offline replicas, epoch + 1, never an empty ISR."""
         ctx = self.ctx
         for b in sorted(brokers):
-            tps = [tp for tp in ctx.partitions_on(b) if tp in ctx.states]
+            # A topic being deleted is left alone (onReplicasBecomeOffline): its replicas are
+            # the deletion's, and a LeaderAndIsr would bring deleted ones back.
+            tps = [
+                tp
+                for tp in ctx.partitions_on(b)
+                if tp in ctx.states and not ctx.deletions.is_queued(tp.topic)
+            ]
 
             def decide(tp: TopicPartition, fresh: LeaderAndIsr, b: int = b) -> LeaderAndIsr | None:
                 return elections.remove_from_isr(fresh, b, ctx.epoch)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from controller.logic.context import BrokerInfo
+from controller.logic.reassignment import ReplicaAssignment
 from minibroker.core.listeners import from_strings, pick
 from minibroker.core.types import LeaderAndIsr, TopicPartition
 from minibroker.core.zk_layout import (
@@ -48,18 +49,44 @@ def read_topics(store: ZkStore) -> list[str]:
     return sorted(_children(store, TopicsZNode.path))
 
 
-def read_topic(
-    store: ZkStore, topic: str
-) -> tuple[dict[TopicPartition, tuple[int, ...]], dict[str, str]]:
-    """A topic's assignment and its /config/topics overrides."""
+def read_assignment(store: ZkStore, topic: str) -> dict[TopicPartition, ReplicaAssignment]:
+    """A topic's full assignment (Kafka's getFullReplicaAssignmentForTopics): each partition's
+    replicas with the adding and removing ones of a reassignment; empty if the topic is gone."""
     got = store.get_or_none(TopicZNode.path(topic))
     if got is None:
-        return {}, {}
+        return {}
     assignment = TopicZNode.decode(topic, got[0])
-    parts = {TopicPartition(topic, p): r for p, r in assignment.partitions.items()}
+    return {
+        TopicPartition(topic, p): ReplicaAssignment(
+            r,
+            assignment.adding_replicas.get(p, ()),
+            assignment.removing_replicas.get(p, ()),
+        )
+        for p, r in assignment.partitions.items()
+    }
+
+
+def read_topic(
+    store: ZkStore, topic: str
+) -> tuple[dict[TopicPartition, ReplicaAssignment], dict[str, str]]:
+    """A topic's full assignment and its /config/topics overrides."""
+    parts = read_assignment(store, topic)
+    if not parts:
+        return {}, {}
     config_got = store.get_or_none(ConfigEntityZNode.path("topics", topic))
     config = ConfigEntityZNode.decode(config_got[0]) if config_got and config_got[0] else {}
     return parts, config
+
+
+def read_topic_configs(store: ZkStore, topics: list[str]) -> dict[str, dict[str, str]]:
+    """The /config/topics overrides of `topics` (one pipelined batch of reads)."""
+    paths = {ConfigEntityZNode.path("topics", t): t for t in topics}
+    got = store.get_many(paths)
+    out = {}
+    for path, topic in paths.items():
+        found = got.get(path)
+        out[topic] = ConfigEntityZNode.decode(found[0]) if found and found[0] else {}
+    return out
 
 
 def read_states(store: ZkStore, tps: list[TopicPartition]) -> dict[TopicPartition, LeaderAndIsr]:

@@ -160,6 +160,14 @@ def spark_worker() -> dict[str, Any]:
     }
 
 
+# What the watch-only dashboard container says in place of fault buttons.
+FAULTS_HINT = (
+    "fault buttons: on the host, run `minibroker dashboard --compose --port 8091` and open "
+    "http://127.0.0.1:8091/ (this container has no Docker socket), or use "
+    "`minibroker cluster kill|stop|pause|isolate NODE --compose`"
+)
+
+
 def dashboard() -> dict[str, Any]:
     # Listens on every address inside its container, published on the host's 127.0.0.1 only.
     # Without the Docker socket it watches: the host's `minibroker dashboard --compose` acts.
@@ -177,6 +185,8 @@ def dashboard() -> dict[str, Any]:
             "0.0.0.0",
             "--port",
             str(t.DASHBOARD_PORT),
+            "--faults-hint",
+            FAULTS_HINT,
         ],  # fmt: skip
         "environment": {"MINIBROKER_LISTENER": t.INTERNAL},
         "ports": published(t.DASHBOARD_PORT),

@@ -149,6 +149,48 @@ class GroupCoordinator:
     def check_commit(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
         return self._group(group_id).check_commit(member_id, generation_id)
 
+    # ---- ListGroups, DescribeGroups, DeleteGroups (the admin clients' group tools) -------------
+
+    async def list_groups(self, listener: str) -> list[tuple[str, str, str]]:
+        """The groups this broker coordinates: (group id, protocol type, state) of those in
+        memory and of those that only have committed offsets (Empty, "consumer"), as Kafka's
+        coordinator lists what it loaded from its offsets partitions."""
+        mine = {
+            g: (g, group.protocol_type or "", group.state.value)
+            for g, group in self.groups.items()
+            if group.members or group.state is not GroupState.EMPTY
+        }
+        for g in await self.offsets.groups():
+            if g not in mine and self.check_group(g, listener) is ErrorCode.NONE:
+                mine[g] = (g, "consumer", GroupState.EMPTY.value)
+        return [
+            entry
+            for g, entry in sorted(mine.items())
+            if self.check_group(g, listener) is ErrorCode.NONE
+        ]
+
+    async def describe(self, group_id: str) -> tuple[str, Group | None]:
+        """The group's state name and, when it has members, the group; "Dead" when the group is
+        unknown here (Kafka's describe of a group it has no metadata for)."""
+        group = self.groups.get(group_id)
+        if group is not None and (group.members or group.state is not GroupState.EMPTY):
+            return group.state.value, group
+        if await self.offsets.has_offsets(group_id):
+            return GroupState.EMPTY.value, None
+        return "Dead", None
+
+    async def delete(self, group_id: str) -> ErrorCode:
+        """GroupCoordinator.handleDeleteGroups: only an empty group, with its offsets."""
+        state, group = await self.describe(group_id)
+        if state == "Dead":
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if group is not None and group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        self.groups.pop(group_id, None)
+        await self.offsets.delete_group(group_id)
+        slog.event("group_deleted", group=group_id)
+        return ErrorCode.NONE
+
     # ---- what waits: answered after every change ----------------------------------------------
 
     def _after_change(self, group: Group) -> None:

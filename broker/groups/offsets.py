@@ -1,9 +1,11 @@
-"""Committed offsets of consumer groups in ZooKeeper (zk_layout.ConsumerOffsetZNode): written
-and read in pipelined batches, in a worker thread (kazoo's calls block)."""
+"""Committed offsets of consumer groups in ZooKeeper (zk_layout.ConsumerOffsetZNode), each with
+its metadata string: written and read in pipelined batches, in a worker thread (kazoo's calls
+block); the groups that have some; a group's removal (DeleteGroups)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterable, Mapping
 
 from minibroker.core.types import TopicPartition
@@ -12,21 +14,22 @@ from minibroker.runtime.zk_errors import ZkError, ZkNodeExists, ZkNoNode
 from minibroker.runtime.zk_store import ZkStore
 
 NO_OFFSET = -1
+Committed = tuple[int, str]  # (offset, metadata)
 
 
 class OffsetStore:
     def __init__(self, store: ZkStore) -> None:
         self._store = store
 
-    async def commit(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
-        """Write every offset (creating its znode the first time); raises ZkError."""
+    async def commit(self, group_id: str, offsets: Mapping[TopicPartition, Committed]) -> None:
+        """Write every (offset, metadata) (creating its znode the first time); raises ZkError."""
         await asyncio.to_thread(self._commit, group_id, dict(offsets))
 
-    def _commit(self, group_id: str, offsets: dict[TopicPartition, int]) -> None:
+    def _commit(self, group_id: str, offsets: dict[TopicPartition, Committed]) -> None:
         paths = {ConsumerOffsetZNode.path(group_id, tp): o for tp, o in offsets.items()}
         existing = self._store.get_many(paths)
-        for path, offset in paths.items():
-            data = ConsumerOffsetZNode.encode(offset)
+        for path, (offset, metadata) in paths.items():
+            data = ConsumerOffsetZNode.encode(offset, metadata)
             if existing.get(path) is not None:
                 self._store.set(path, data)
                 continue
@@ -37,12 +40,14 @@ class OffsetStore:
 
     async def fetch(
         self, group_id: str, tps: Iterable[TopicPartition] | None
-    ) -> dict[TopicPartition, int]:
-        """The committed offset of each partition (-1: none); every partition the group
-        committed when `tps` is None."""
+    ) -> dict[TopicPartition, Committed]:
+        """The committed (offset, metadata) of each partition ((-1, ""): none); every partition
+        the group committed when `tps` is None."""
         return await asyncio.to_thread(self._fetch, group_id, None if tps is None else list(tps))
 
-    def _fetch(self, group_id: str, tps: list[TopicPartition] | None) -> dict[TopicPartition, int]:
+    def _fetch(
+        self, group_id: str, tps: list[TopicPartition] | None
+    ) -> dict[TopicPartition, Committed]:
         if tps is None:
             tps = self._committed_partitions(group_id)
         paths = {ConsumerOffsetZNode.path(group_id, tp): tp for tp in tps}
@@ -51,10 +56,38 @@ class OffsetStore:
         for path, tp in paths.items():
             found = got.get(path)
             try:
-                out[tp] = NO_OFFSET if found is None else ConsumerOffsetZNode.decode(found[0])
+                out[tp] = (
+                    (NO_OFFSET, "")
+                    if found is None
+                    else ConsumerOffsetZNode.decode_with_metadata(found[0])
+                )
             except ZNodeFormatError:
-                out[tp] = NO_OFFSET
+                out[tp] = (NO_OFFSET, "")
         return out
+
+    async def groups(self) -> list[str]:
+        """Every group with committed offsets."""
+        return await asyncio.to_thread(self._groups)
+
+    def _groups(self) -> list[str]:
+        try:
+            groups = self._store.children(ConsumerOffsetZNode.root)
+        except ZkNoNode:
+            return []
+        paths = {ConsumerOffsetZNode.group_offsets_path(g): g for g in groups}
+        return sorted(g for p, g in paths.items() if self._store.exists(p) is not None)
+
+    async def has_offsets(self, group_id: str) -> bool:
+        return bool(await asyncio.to_thread(self._committed_partitions, group_id))
+
+    async def delete_group(self, group_id: str) -> None:
+        """The group's znode with all its committed offsets (DeleteGroups)."""
+
+        def delete() -> None:
+            with contextlib.suppress(ZkNoNode):
+                self._store.delete(f"{ConsumerOffsetZNode.root}/{group_id}", recursive=True)
+
+        await asyncio.to_thread(delete)
 
     def _committed_partitions(self, group_id: str) -> list[TopicPartition]:
         root = ConsumerOffsetZNode.group_offsets_path(group_id)

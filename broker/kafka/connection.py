@@ -19,8 +19,12 @@ from kafka.protocol.api_key import ApiKey
 
 from broker.kafka import (
     handlers_admin,
+    handlers_configs,
+    handlers_controller,
     handlers_data,
+    handlers_group_admin,
     handlers_groups,
+    handlers_log_dirs,
     handlers_meta,
     handlers_producer,
 )
@@ -55,7 +59,17 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.OffsetFetch: handlers_groups.handle_offset_fetch,
     ApiKey.CreateTopics: handlers_admin.handle_create_topics,
     ApiKey.DeleteTopics: handlers_admin.handle_delete_topics,
-    ApiKey.DescribeConfigs: handlers_admin.handle_describe_configs,
+    ApiKey.ListGroups: handlers_group_admin.handle_list_groups,
+    ApiKey.DescribeGroups: handlers_group_admin.handle_describe_groups,
+    ApiKey.DeleteGroups: handlers_group_admin.handle_delete_groups,
+    ApiKey.DescribeLogDirs: handlers_log_dirs.handle_describe_log_dirs,
+    ApiKey.CreatePartitions: handlers_admin.handle_create_partitions,
+    ApiKey.ElectLeaders: handlers_controller.handle_elect_leaders,
+    ApiKey.AlterPartitionReassignments: handlers_controller.handle_alter_partition_reassignments,
+    ApiKey.ListPartitionReassignments: handlers_controller.handle_list_partition_reassignments,
+    ApiKey.DescribeConfigs: handlers_configs.handle_describe_configs,
+    ApiKey.AlterConfigs: handlers_configs.handle_alter_configs,
+    ApiKey.IncrementalAlterConfigs: handlers_configs.handle_incremental_alter_configs,
 }
 READ_CHUNK = 1 << 16
 
@@ -138,4 +152,11 @@ class KafkaConnection:
             metrics.request_time.labels(name).observe((time.perf_counter() - started) * 1000)
         if response is None:
             return None
-        return encode_response(api, start.api_version, start.correlation_id, response)
+        try:
+            return encode_response(api, start.api_version, start.correlation_id, response)
+        except Exception as exc:  # an answer this version cannot carry: a defect, not a crash
+            slog.event(
+                "request_failed", logging.ERROR, request=name, error=repr(exc), exc_info=True,
+                stage="encoding the answer",
+            )  # fmt: skip
+            raise CloseConnection(f"{name}'s answer could not be encoded: {exc!r}") from None

@@ -13,8 +13,8 @@ from kafka.protocol.consumer.fetch import FetchResponse
 from kafka.protocol.consumer.offsets import ListOffsetsResponse, OffsetForLeaderEpochResponse
 from kafka.protocol.producer.produce import ProduceResponse
 
-from broker.fetch_handling import FetchCall, handle_fetch
-from broker.fetch_session_cache import FINAL_EPOCH
+from broker.fetch.handling import FetchCall, handle_fetch
+from broker.fetch.session_cache import FINAL_EPOCH
 from broker.kafka.context import KafkaContext
 from broker.types import CONSUMER_REPLICA_ID, FetchPartitionRequest
 from minibroker.core.errors import ErrorCode

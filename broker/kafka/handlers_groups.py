@@ -141,7 +141,10 @@ async def handle_leave_group(ctx: KafkaContext, request: Any, version: int) -> A
 
 async def handle_offset_commit(ctx: KafkaContext, request: Any, version: int) -> Any:
     offsets = {
-        TopicPartition(t.name, p.partition_index): int(p.committed_offset)
+        TopicPartition(t.name, p.partition_index): (
+            int(p.committed_offset),
+            p.committed_metadata or "",
+        )
         for t in request.topics
         for p in t.partitions
     }
@@ -173,7 +176,7 @@ async def handle_offset_fetch(ctx: KafkaContext, request: Any, version: int) -> 
         else [TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
     )
     error = ctx.groups.check_group(request.group_id, ctx.listener)
-    committed: dict[TopicPartition, int] = {}
+    committed: dict[TopicPartition, tuple[int, str]] = {}
     if error is ErrorCode.NONE:
         try:
             committed = await ctx.groups.offsets.fetch(request.group_id, wanted)
@@ -185,9 +188,9 @@ async def handle_offset_fetch(ctx: KafkaContext, request: Any, version: int) -> 
         by_topic.setdefault(tp.topic, []).append(
             _FetchPartition(
                 partition_index=tp.partition,
-                committed_offset=committed.get(tp, NO_OFFSET),
+                committed_offset=committed.get(tp, (NO_OFFSET, ""))[0],
                 committed_leader_epoch=-1,
-                metadata="",
+                metadata=committed.get(tp, (NO_OFFSET, ""))[1],
                 # Before v2 the error is per partition only.
                 error_code=int(error) if version < 2 else 0,
             )

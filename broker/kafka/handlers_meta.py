@@ -7,6 +7,7 @@ from typing import Any
 from kafka.protocol.metadata.api_versions import ApiVersionsResponse
 from kafka.protocol.metadata.metadata import MetadataResponse
 
+from broker import auto_create
 from broker.kafka.context import KafkaContext
 from broker.kafka.protocol import APIS
 from minibroker.core.errors import ErrorCode
@@ -46,10 +47,17 @@ async def handle_metadata(ctx: KafkaContext, request: Any, version: int) -> Any:
             brokers.append(_Broker(node_id=b.broker_id, host=ep.host, port=ep.port, rack=None))
     # v0 asks for every topic with an empty list; later versions with null.
     names = [t.name for t in request.topics] if request.topics else None
+    # Before v4 every Metadata request may create topics (allow_auto_topic_creation is v4+).
+    allowed = bool(request.allow_auto_topic_creation) if version >= 4 else True
+    created = await auto_create.maybe_create(ctx.rm, names or [], allowed)
     topics = []
     for name in cache.topics() if names is None else names:
         partitions = cache.partitions_of(name)
-        topic_error = ErrorCode.NONE if partitions else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        topic_error = (
+            ErrorCode.NONE
+            if partitions
+            else created.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        )
         topics.append(
             _Topic(
                 error_code=int(topic_error),

@@ -9,12 +9,36 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from kafka.protocol.admin.configs import DescribeConfigsRequest, DescribeConfigsResponse
+from kafka.protocol.admin.cluster import DescribeLogDirsRequest, DescribeLogDirsResponse
+from kafka.protocol.admin.configs import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from kafka.protocol.admin.groups import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
 from kafka.protocol.admin.topics import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
@@ -81,7 +105,36 @@ APIS: dict[int, Api] = {
         Api(ApiKey.OffsetFetch, OffsetFetchRequest, OffsetFetchResponse, 1, 7),
         Api(ApiKey.CreateTopics, CreateTopicsRequest, CreateTopicsResponse, 0, 5),
         Api(ApiKey.DeleteTopics, DeleteTopicsRequest, DeleteTopicsResponse, 0, 4),
+        Api(ApiKey.ListGroups, ListGroupsRequest, ListGroupsResponse, 0, 3),
+        Api(ApiKey.DescribeGroups, DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
+        Api(ApiKey.DeleteGroups, DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
+        # Kafka 2.6 serves 0-1; kafka-python's classes read 1 and up.
+        Api(ApiKey.DescribeLogDirs, DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 1),
+        Api(ApiKey.CreatePartitions, CreatePartitionsRequest, CreatePartitionsResponse, 0, 2),
+        Api(ApiKey.ElectLeaders, ElectLeadersRequest, ElectLeadersResponse, 0, 2),
+        Api(
+            ApiKey.AlterPartitionReassignments,
+            AlterPartitionReassignmentsRequest,
+            AlterPartitionReassignmentsResponse,
+            0,
+            0,
+        ),
+        Api(
+            ApiKey.ListPartitionReassignments,
+            ListPartitionReassignmentsRequest,
+            ListPartitionReassignmentsResponse,
+            0,
+            0,
+        ),
         Api(ApiKey.DescribeConfigs, DescribeConfigsRequest, DescribeConfigsResponse, 0, 3),
+        Api(ApiKey.AlterConfigs, AlterConfigsRequest, AlterConfigsResponse, 0, 1),
+        Api(
+            ApiKey.IncrementalAlterConfigs,
+            IncrementalAlterConfigsRequest,
+            IncrementalAlterConfigsResponse,
+            0,
+            1,
+        ),
         Api(
             ApiKey.OffsetForLeaderEpoch,
             OffsetForLeaderEpochRequest,

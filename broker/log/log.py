@@ -106,6 +106,11 @@ class Log:
     def log_end_offset(self) -> int:
         return self._segments[-1].next_offset
 
+    @property
+    def size_bytes(self) -> int:
+        """The bytes of every segment (Kafka's Log.size)."""
+        return sum(s.size for s in self._segments)
+
     def segment_base_offsets(self) -> list[int]:
         return [s.base_offset for s in self._segments]
 
@@ -362,6 +367,14 @@ class Log:
         self.epoch_cache.clear()
         if self._producer_state is not None:
             self._producer_state.clear()
+
+    def reconfigure(self, *, segment_bytes: int, max_batch_bytes: int) -> None:
+        """New sizes from a topic config change (Kafka's Log.updateConfig): the next roll and
+        the next append use them; nothing written changes."""
+        if not HEADER_SIZE <= segment_bytes <= INT32_MAX:
+            raise ValueError(f"segment_bytes={segment_bytes} must be in [61, 2^31-1]")
+        self._segment_bytes = segment_bytes
+        self._max_batch_bytes = max_batch_bytes
 
     def close(self) -> None:
         """Give back the descriptors of the log's files (the log is no longer hosted here);

@@ -145,3 +145,60 @@ def wait_healthy(backend: ComposeBackend, timeout_s: float, started: float | Non
                 f"{where} is not healthy{after}: {states} (`docker-compose logs SERVICE` says why)"
             )
         time.sleep(0.5)
+
+
+def status(project: str, client: Any | None = None) -> list[dict[str, Any]]:
+    """Every container of the project: its service, state (Docker's health where it has a
+    check), and the ports it publishes on the host ("127.0.0.1:9092 -> 29093/tcp")."""
+    client = client if client is not None else connect_docker()
+    backend = ComposeBackend(project, "", client=client)
+    health = backend.health()
+    found = client.containers.list(all=True, filters={"label": [f"{PROJECT_LABEL}={project}"]})
+    rows = []
+    for c in sorted(found, key=lambda c: c.name):
+        service = (c.labels or {}).get("com.docker.compose.service", c.name)
+        ports = []
+        for inside, bindings in sorted(((c.attrs.get("NetworkSettings") or {}).get("Ports") or {})
+                                       .items()):  # fmt: skip
+            for b in bindings or []:
+                ports.append(f"{b.get('HostIp') or '0.0.0.0'}:{b.get('HostPort')} -> {inside}")
+        rows.append(
+            {"container": c.name, "service": service, "state": health.get(service, c.status),
+             "ports": ports}
+        )  # fmt: skip
+    return rows
+
+
+def render_status(project: str, rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return (
+            f"compose project {project!r} has no container: start it with "
+            "`minibroker cluster up --compose`"
+        )
+    lines = [f"compose project {project}", f"{'SERVICE':<16}{'STATE':<11}PUBLISHED"]
+    for r in rows:
+        lines.append(f"{r['service']:<16}{r['state']:<11}{', '.join(r['ports']) or '-'}")
+    kafka_ports = {f"{n.kafka_external_port}/tcp" for n in t.nodes() if n.role == "broker"}
+    kafka = [
+        p.split(" -> ")[0].replace("0.0.0.0", "127.0.0.1")
+        for r in rows
+        for p in r["ports"]
+        if p.split(" -> ")[-1] in kafka_ports
+    ]
+    if kafka:
+        lines.append(f"Kafka clients (bootstrap.servers): {','.join(kafka)}")
+    return "\n".join(lines)
+
+
+def down(project: str, compose_file: Path) -> str:
+    """`down -v --remove-orphans` with every profile, so nothing of the project is left."""
+    profiles = [a for p in ("loadgen", "spark", "tools") for a in ("--profile", p)]
+    command = [
+        *compose_command(), "-f", str(compose_file), "-p", project, *profiles,
+        "down", "-v", "--remove-orphans", "-t", "10",
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        last = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:]
+        raise ChaosError(f"`{' '.join(command)}` failed: {' '.join(last)}")
+    return f"compose project {project!r} is down: its containers, network and volumes removed"

@@ -60,6 +60,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
     st = csub.add_parser("status", help="processes, the active controller, registered brokers")
     st.add_argument("--json", action="store_true")
+    _add_compose_argument(st, "the compose cluster's containers, their health and ports")
     add_dir_argument(st)
     st.set_defaults(func=cmd_status)
 
@@ -80,6 +81,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     wt.set_defaults(func=cmd_wait)
 
     dn = csub.add_parser("down", help="stop every process of the cluster")
+    _add_compose_argument(dn, "take the compose cluster down, its volumes too (`down -v`)")
+    dn.add_argument("--file", type=Path, help="with --compose: the compose file")
     add_dir_argument(dn)
     dn.set_defaults(func=cmd_down)
 
@@ -110,6 +113,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         a.add_argument("--topic", help="leader/follower mean those of partition 0 of this topic")
         a.set_defaults(func=cmd_action, action=action)
     network.add_parsers(csub)
+
+
+def _add_compose_argument(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument(
+        "--compose",
+        nargs="?",
+        const=chaos.DEFAULT_PROJECT,
+        metavar="PROJECT",
+        help=f"{what} (project {chaos.DEFAULT_PROJECT} unless named)",
+    )
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -197,6 +210,11 @@ def render_status(st: localcluster.ClusterStatus) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    if args.compose is not None:
+        rows = compose_up.status(args.compose)
+        text = json.dumps(rows, indent=2) if args.json else None
+        print(text or compose_up.render_status(args.compose, rows))
+        return 0
     state = localcluster.ClusterState.load(cluster_dir(args))
     st = localcluster.status(state)
     if args.json:
@@ -207,6 +225,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
+    if args.compose is not None:
+        print(compose_up.down(args.compose, args.file or compose_up.find_compose_file()))
+        return 0
     state = localcluster.ClusterState.load(cluster_dir(args))
     killed = localcluster.down(state)
     left = [p.name for p in state.processes if localcluster.is_alive(p)]

@@ -40,6 +40,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     p.add_argument("--port", type=int, default=DASHBOARD_PORT, help=f"port ({DASHBOARD_PORT})")
     p.add_argument(
+        "--faults-hint",
+        default="",
+        metavar="TEXT",
+        help="what a watch-only dashboard shows where the fault buttons would be (where to "
+        "find them instead)",
+    )
+    p.add_argument(
         "--check", action="store_true", help="check the arguments, say what it would do, exit"
     )
     p.set_defaults(func=cmd_dashboard)
@@ -70,7 +77,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         print(f"would serve http://{args.host}:{args.port}/ (ZooKeeper {zk}; fault buttons: "
               f"{acts_on})")  # fmt: skip
         return 0
-    return asyncio.run(_run(zk, backend, acts_on, args.host, args.port))
+    return asyncio.run(_run(zk, backend, acts_on, args.host, args.port, args.faults_hint))
 
 
 async def _run(
@@ -79,6 +86,7 @@ async def _run(
     acts_on: str,
     host: str,
     port: int,
+    faults_hint: str = "",
 ) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -86,7 +94,7 @@ async def _run(
         loop.add_signal_handler(sig, stop.set)
     collector = Collector(zk)
     server = asyncio.ensure_future(
-        serve_until_stopped(collector, Faults(zk, backend), host, port, stop)
+        serve_until_stopped(collector, Faults(zk, backend, faults_hint), host, port, stop)
     )
     await asyncio.sleep(0.2)
     if server.done():

@@ -8,6 +8,7 @@ import sys
 
 from minibroker.cli import (
     cluster,
+    configs,
     consume,
     dashboard,
     demo,
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_parser(sub)
     zk.add_parser(sub)
     topics.add_parser(sub)
+    configs.add_parser(sub)
     produce.add_parser(sub)
     consume.add_parser(sub)
     events.add_parser(sub)

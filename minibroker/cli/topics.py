@@ -11,6 +11,7 @@ import random
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from minibroker.cli import reassign
 from minibroker.cli.locate import add_locate_arguments, registered_address, zk_connect
 from minibroker.client.admin import BrokerDescription, BrokerUnreachable, describe_broker
 from minibroker.client.admin_zk import (
@@ -23,6 +24,7 @@ from minibroker.client.admin_zk import (
     request_preferred_replica_election,
     wait_for_leaders,
 )
+from minibroker.client.topic_changes_zk import add_partitions, mark_for_deletion
 from minibroker.client.topic_view import (
     BrokerReports,
     PartitionFilter,
@@ -42,12 +44,18 @@ DEFAULT_REQUEST_TIMEOUT_MS = 2_000
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("topics", help="create, list and describe topics; elect preferred leaders")
+    p = sub.add_parser(
+        "topics",
+        help="create, list, describe, delete, alter and reassign topics; elect preferred leaders",
+    )
     tsub = p.add_subparsers(dest="topics_command", required=True)
     _add_create(tsub)
     _add_list(tsub)
     _add_describe(tsub)
     _add_elect(tsub)
+    _add_delete(tsub)
+    _add_alter(tsub)
+    reassign.add_parser(tsub)
 
 
 def _add_wait_arguments(p: argparse.ArgumentParser, what: str) -> None:
@@ -115,6 +123,24 @@ def _add_elect(tsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.set_defaults(func=cmd_elect_preferred)
 
 
+def _add_delete(tsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = tsub.add_parser("delete", help="mark a topic for deletion (the controller deletes it)")
+    p.add_argument("topic")
+    p.add_argument("--if-exists", action="store_true", help="no error if the topic is unknown")
+    _add_wait_arguments(p, "the controller has deleted it everywhere")
+    add_locate_arguments(p)
+    p.set_defaults(func=cmd_delete)
+
+
+def _add_alter(tsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = tsub.add_parser("alter", help="add partitions to a topic (kafka-topics --alter)")
+    p.add_argument("topic")
+    p.add_argument("--partitions", type=int, required=True, help="the new total")
+    _add_wait_arguments(p, "every new partition has a leader")
+    add_locate_arguments(p)
+    p.set_defaults(func=cmd_alter)
+
+
 # ---- the commands ------------------------------------------------------------------------------
 
 
@@ -179,6 +205,37 @@ def cmd_elect_preferred(args: argparse.Namespace) -> int:
                 "/admin/preferred_replica_election (is a controller running?)",
             )
             print("Preferred replica election finished.")
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    with zk_session(zk_connect(args)) as zk:
+        try:
+            marked = mark_for_deletion(zk, args.topic)
+        except ApiError as exc:
+            if args.if_exists and exc.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                return 0
+            raise
+        if marked:
+            print(f"Topic {args.topic} is marked for deletion.")
+        else:
+            print(f"Topic {args.topic} is already marked for deletion.")
+        if args.wait:
+            _wait(
+                lambda: args.topic not in all_topics(zk),
+                args.timeout_ms,
+                f"the controller to delete topic '{args.topic}' (is a broker of it down?)",
+            )
+            print(f"Topic {args.topic} is deleted.")
+    return 0
+
+
+def cmd_alter(args: argparse.Namespace) -> int:
+    with zk_session(zk_connect(args)) as zk:
+        add_partitions(zk, args.topic, args.partitions)
+        print(f"Adding partitions succeeded! Topic {args.topic} has {args.partitions} now.")
+        if args.wait:
+            wait_for_leaders(zk, args.topic, args.timeout_ms)
     return 0
 
 

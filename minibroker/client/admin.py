@@ -54,6 +54,11 @@ class BrokerDescription:
     profile: str
     config: dict[str, str]
     partitions: dict[TopicPartition, ReplicaDescription]
+    static_config_names: frozenset[str] = frozenset()
+    dynamic_default_config: dict[str, str] | None = None
+    dynamic_broker_config: dict[str, str] | None = None
+    leader_replication_byte_rate: float = 0.0
+    follower_replication_byte_rate: float = 0.0
 
 
 def describe_broker(address: str, timeout_s: float = 5.0) -> BrokerDescription:
@@ -107,6 +112,11 @@ def _description(
         profile=resp.profile,
         config=dict(resp.config),
         partitions={r.tp: r for r in replicas},
+        static_config_names=frozenset(resp.static_config_names),
+        dynamic_default_config=dict(resp.dynamic_default_config),
+        dynamic_broker_config=dict(resp.dynamic_broker_config),
+        leader_replication_byte_rate=resp.leader_replication_byte_rate,
+        follower_replication_byte_rate=resp.follower_replication_byte_rate,
     )
 
 

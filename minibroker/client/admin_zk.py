@@ -6,8 +6,8 @@ replica election. The controller does the rest; nothing here writes partition st
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from minibroker.client.errors import ClientError
 from minibroker.core.assignment import (
@@ -48,6 +48,9 @@ class TopicInfo:
     config: Mapping[str, str]
     states: Mapping[int, LeaderAndIsr]
     marked_for_deletion: bool = False
+    # A reassignment in flight (KIP-455): per partition the replicas being added and removed.
+    adding: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
 
     def partitions_without_leader(self) -> list[int]:
         return [
@@ -102,9 +105,11 @@ def read_assignment(zk: ZkStore, topic: str) -> dict[int, tuple[int, ...]] | Non
 
 def read_topic(zk: ZkStore, topic: str) -> TopicInfo | None:
     """The topic as ZooKeeper has it, or None if /brokers/topics/<topic> does not exist."""
-    assignment = read_assignment(zk, topic)
-    if assignment is None:
+    got = zk.get_or_none(TopicZNode.path(topic))
+    if got is None:
         return None
+    full = TopicZNode.decode(topic, got[0])
+    assignment = dict(sorted(full.partitions.items()))
     states = {}
     for p in sorted(assignment):
         state = zk.read_partition_state(TopicPartition(topic, p))
@@ -116,6 +121,8 @@ def read_topic(zk: ZkStore, topic: str) -> TopicInfo | None:
         config=read_topic_config(zk, topic),
         states=states,
         marked_for_deletion=zk.exists(DeleteTopicsTopicZNode.path(topic)) is not None,
+        adding=dict(full.adding_replicas),
+        removing=dict(full.removing_replicas),
     )
 
 
@@ -165,29 +172,35 @@ def create_topic(
     rng: random.Random,
     *,
     validate_only: bool = False,
+    replica_assignment: Mapping[int, Sequence[int]] | None = None,
 ) -> TopicAssignment:
-    """Validate, assign replicas over the live brokers, write /config/topics/<topic> (always,
-    as Kafka does, even when empty) and then /brokers/topics/<topic>; with `validate_only`,
-    everything but the writes (Kafka's CreateTopics validateOnly).
+    """Validate, assign replicas over the live brokers (or take `replica_assignment`, checked
+    by Kafka's validateTopicCreate rules), write /config/topics/<topic> (always, as Kafka does,
+    even when empty) and then /brokers/topics/<topic>; with `validate_only`, everything but the
+    writes (Kafka's CreateTopics validateOnly).
 
     Raises ApiError: INVALID_TOPIC_EXCEPTION, INVALID_CONFIG, TOPIC_ALREADY_EXISTS,
-    INVALID_PARTITIONS or INVALID_REPLICATION_FACTOR.
+    INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR or INVALID_REPLICA_ASSIGNMENT.
     """
     _validate_create(zk, topic, config)
-    broker_ids = sorted(live_brokers(zk))
-    n = max(1, len(broker_ids))
-    # Kafka's two random draws (AdminUtils.rand.nextInt(brokers)): where the leaders start,
-    # and the followers' first shift.
-    start_index, replica_shift = rng.randrange(n), rng.randrange(n)
-    assignment = TopicAssignment(
-        assign_replicas_to_brokers(
-            broker_ids,
-            partitions,
-            replication_factor,
-            start_index=start_index,
-            replica_shift=replica_shift,
+    if replica_assignment is not None:
+        validate_explicit_assignment(replica_assignment)
+        assignment = TopicAssignment({p: tuple(r) for p, r in replica_assignment.items()})
+    else:
+        broker_ids = sorted(live_brokers(zk))
+        n = max(1, len(broker_ids))
+        # Kafka's two random draws (AdminUtils.rand.nextInt(brokers)): where the leaders start,
+        # and the followers' first shift.
+        start_index, replica_shift = rng.randrange(n), rng.randrange(n)
+        assignment = TopicAssignment(
+            assign_replicas_to_brokers(
+                broker_ids,
+                partitions,
+                replication_factor,
+                start_index=start_index,
+                replica_shift=replica_shift,
+            )
         )
-    )
     if validate_only:
         return assignment
     # Config first: the controller reacts to the assignment and must find the overrides (e.g.
@@ -198,6 +211,29 @@ def create_topic(
     except ZkNodeExists:
         raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.") from None
     return assignment
+
+
+def validate_explicit_assignment(assignment: Mapping[int, Sequence[int]]) -> None:
+    """AdminZkClient.validateTopicCreate's assignment rules: one replication factor for every
+    partition, no broker twice in a partition, partitions numbered 0..n-1. (Like Kafka, the
+    brokers are not checked: a replica on a broker that is not there yet waits for it.)"""
+    if not assignment or len({len(r) for r in assignment.values()}) != 1:
+        raise ApiError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            "All partitions should have the same number of replicas",
+        )
+    if any(len(r) != len(set(r)) for r in assignment.values()) or any(
+        not r for r in assignment.values()
+    ):
+        shown = {p: list(r) for p, r in sorted(assignment.items())}
+        raise ApiError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Duplicate replica assignment found: {shown}"
+        )
+    if sorted(assignment) != list(range(len(assignment))):
+        raise ApiError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            "partitions should be a consecutive 0-based integer sequence",
+        )
 
 
 # ---- preferred replica election (legacy /admin/preferred_replica_election) --------------------

@@ -100,6 +100,48 @@ _SENTENCES: dict[str, Callable[[Event], str]] = {
     ),
     "hw_advanced": lambda e: f"HW {e.get('tp')} → {e.get('high_watermark')} ({e.get('cause')})",
     "request_sent": _request_sent,
+    # Operations (issue 26): reassignment, deletion, more partitions, configs.
+    "reassignment_started": lambda e: (
+        f"reassigning {e.get('tp')}: {_ids(e.get('origin', []))} → {_ids(e.get('target', []))} "
+        f"(replicas {_ids(e.get('replicas', []))}, adding {_ids(e.get('adding', []))}, "
+        f"removing {_ids(e.get('removing', []))})"
+    ),
+    "reassignment_cancelled": lambda e: (
+        f"reassignment of {e.get('tp')} cancelled: back to {_ids(e.get('replicas', []))}"
+    ),
+    "replica_added": lambda e: (
+        f"replica {e.get('replica')} of {e.get('tp')} started outside the ISR"
+        + ("" if e.get("online", True) else " (its broker is down: the move waits)")
+    ),
+    "reassignment_caught_up": lambda e: (
+        f"target {_ids(e.get('target', []))} of {e.get('tp')} all in the ISR "
+        f"{_ids(e.get('isr', []))}"
+    ),
+    "replica_removed": lambda e: f"replica {e.get('replica')} of {e.get('tp')} removed",
+    "reassignment_completed": lambda e: (
+        f"{e.get('tp')} now on {_ids(e.get('replicas', []))}, leader {e.get('leader')}, "
+        f"ISR {_ids(e.get('isr') or [])}"
+    ),
+    "topic_deletion_started": lambda e: f"deleting {_ids(e.get('topics', []))}",
+    "topic_deletion_halted": lambda e: (
+        f"deletion of {_ids(e.get('topics', []))} waits: {e.get('reason')}"
+    ),
+    "topic_deleted": lambda e: f"topic {e.get('topic')} deleted ({e.get('partitions')} partitions)",
+    "partitions_added": lambda e: (
+        f"{e.get('topic')} grows to {e.get('total')} partitions: "
+        + ", ".join(f"{p} on {_ids(r)}" for p, r in (e.get("partitions") or {}).items())
+    ),
+    "topic_auto_created": lambda e: (
+        f"topic {e.get('topic')} created on first use ({e.get('partitions')} partitions, "
+        f"RF {e.get('replication_factor')})"
+    ),
+    "config_changed": lambda e: (
+        f"{e.get('entity_type')}/{e.get('entity_name')} config: "
+        + (
+            ", ".join(f"{k} {v[0]}→{v[1]}" for k, v in (e.get("changed") or {}).items())
+            or "applied"
+        )
+    ),
 }
 
 

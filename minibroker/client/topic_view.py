@@ -33,13 +33,19 @@ class ReplicaStatus:
     """One replica as its broker reports it; None where the value is not known.
 
     `lag` is the leader's LEO minus this replica's LEO as the leader last saw it fetch (0 on
-    the leader itself), so it is None when the leader did not answer."""
+    the leader itself), so it is None when the leader did not answer or the replica's broker
+    is not registered (its last fetch says nothing about it now). During a reassignment a
+    replica may be `adding` (a new follower, outside the ISR until it catches up) or
+    `removing`."""
 
     broker: int
     reachable: bool
     log_end_offset: int | None
     high_watermark: int | None
     lag: int | None
+    live: bool = True
+    adding: bool = False
+    removing: bool = False
 
 
 @dataclass(frozen=True)
@@ -109,19 +115,28 @@ def _lag(leader: int, leader_report: ReplicaDescription | None, broker: int) -> 
 
 
 def replica_statuses(
-    tp: TopicPartition, replicas: Sequence[int], leader: int, reports: BrokerReports
+    tp: TopicPartition,
+    replicas: Sequence[int],
+    leader: int,
+    reports: BrokerReports,
+    adding: Sequence[int] = (),
+    removing: Sequence[int] = (),
 ) -> tuple[ReplicaStatus, ...]:
     leader_report = _hosted(reports, leader, tp) if leader != NO_LEADER else None
     out = []
     for b in replicas:
         own = _hosted(reports, b, tp)
+        live = b in reports
         out.append(
             ReplicaStatus(
                 broker=b,
                 reachable=reports.get(b) is not None,
                 log_end_offset=own.log_end_offset if own else None,
                 high_watermark=own.high_watermark if own else None,
-                lag=_lag(leader, leader_report, b),
+                lag=_lag(leader, leader_report, b) if live else None,
+                live=live,
+                adding=b in adding,
+                removing=b in removing,
             )
         )
     return tuple(out)
@@ -147,7 +162,12 @@ def partition_view(
         replicas=tuple(replicas),
         isr=tuple(state.isr) if state is not None else (),
         replicas_state=replica_statuses(
-            TopicPartition(info.topic, partition), replicas, leader, reports
+            TopicPartition(info.topic, partition),
+            replicas,
+            leader,
+            reports,
+            info.adding.get(partition, ()),
+            info.removing.get(partition, ()),
         ),
         min_insync_replicas=min_isr,
         leader_is_live=leader in reports,
@@ -246,9 +266,13 @@ def partition_json(p: PartitionView) -> dict[str, Any]:
                 "high_watermark": s.high_watermark,
                 "lag": s.lag,
                 "reachable": s.reachable,
+                "live": s.live,
+                "adding": s.adding,
+                "removing": s.removing,
             }
             for s in p.replicas_state
         ],
+        "reassigning": any(s.adding or s.removing for s in p.replicas_state),
     }
 
 

@@ -53,6 +53,7 @@ def assign_replicas_to_brokers(
     *,
     start_index: int,
     replica_shift: int,
+    start_partition: int = 0,
 ) -> dict[int, tuple[int, ...]]:
     """Kafka's rack-unaware assignment: partition p's first replica (its preferred leader) is
     broker_ids[(start_index + p) % n], so leadership is spread round-robin; the others follow
@@ -60,8 +61,10 @@ def assign_replicas_to_brokers(
     so that the followers of a broker's partitions spread over the other brokers.
 
     `broker_ids` are the live brokers (Kafka sorts them by id); `start_index` and
-    `replica_shift` are Kafka's two random draws in [0, n). Raises INVALID_PARTITIONS or
-    INVALID_REPLICATION_FACTOR as Kafka does.
+    `replica_shift` are Kafka's two random draws in [0, n). Partitions are numbered from
+    `start_partition` (CreatePartitions adds to a topic: Kafka's startPartitionId, with the
+    start index and shift fixed to the first broker of partition 0). Raises
+    INVALID_PARTITIONS or INVALID_REPLICATION_FACTOR as Kafka does.
     """
     if partitions <= 0:
         raise ApiError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
@@ -79,7 +82,7 @@ def assign_replicas_to_brokers(
         raise ValueError("start_index and replica_shift must be >= 0")
     assignment: dict[int, tuple[int, ...]] = {}
     shift = replica_shift
-    for p in range(partitions):
+    for p in range(start_partition, start_partition + partitions):
         if p > 0 and p % n == 0:
             shift += 1
         first = (start_index + p) % n

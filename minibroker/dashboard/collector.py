@@ -45,6 +45,7 @@ class Collector:
         self.mirror = ZkMirror(zk_connect, self._changed)
         self.reports: dict[int, BrokerDescription | None] = {}
         self.report_errors: dict[int, str] = {}
+        self._down_since: dict[int, int] = {}
         self._builder = StateBuilder()
         self.state: dict[str, Any] = self._builder.build(self._inputs())
         self.history = History()
@@ -109,6 +110,12 @@ class Collector:
 
     def _inputs(self) -> Inputs:
         c = self.mirror.copy
+        holding = {b for info in c.topics() for r in info.assignment.values() for b in r}
+        now = now_ms()
+        for b in holding - set(c.brokers):
+            self._down_since.setdefault(b, now)  # first seen missing (or down at our start)
+        for b in set(self._down_since) & set(c.brokers):
+            del self._down_since[b]
         return Inputs(
             zk_connect=self.zk_connect,
             zk_connected=c.connected,
@@ -120,6 +127,7 @@ class Collector:
             topics=c.topics(),
             reports=self.reports,
             report_errors=self.report_errors,
+            down_since=dict(self._down_since),
         )
 
     def _changed(self, partition: str | None = None) -> None:

@@ -30,9 +30,20 @@ class Faults:
     """Carries out the page's faults on the cluster `backend()` names (None: the dashboard
     was started with ZooKeeper only, so it can show but not act)."""
 
-    def __init__(self, zk_connect: str, backend: Callable[[], chaos.ChaosBackend] | None) -> None:
+    def __init__(
+        self,
+        zk_connect: str,
+        backend: Callable[[], chaos.ChaosBackend] | None,
+        hint: str = "",
+    ) -> None:
         self.zk_connect = zk_connect
         self._backend = backend
+        # Shown instead of the buttons when there is no backend: where to find them.
+        self.hint = hint or (
+            "" if backend is not None else
+            "this dashboard only watches: fault buttons need `minibroker dashboard --dir DIR` "
+            "(a process cluster) or `--compose [PROJECT]`"
+        )  # fmt: skip
         self._lock = asyncio.Lock()  # one fault at a time, in the order they were asked for
 
     @property

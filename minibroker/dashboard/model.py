@@ -21,6 +21,7 @@ from minibroker.client.topic_view import (
     partition_view,
     topic_min_insync_replicas,
 )
+from minibroker.core.topic_config import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS
 from minibroker.core.types import NO_LEADER, TopicPartition
 from minibroker.core.zk_layout import BrokerRegistration
 
@@ -29,6 +30,7 @@ CONTROLLER_ID_BASE = 100  # controller-N has id 100+N (minibroker.localcluster)
 # every fetch and push every partition to the page every second for nothing.
 CAUGHT_UP_GRANULARITY_MS = 1000
 HISTORY_WINDOW_MS = 5 * 60_000
+UNTHROTTLED = 2**63 - 1  # Kafka's default replication throttle rate (Long.MaxValue)
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,8 @@ class Inputs:
     topics: Sequence[TopicInfo]
     reports: Mapping[int, BrokerDescription | None]
     report_errors: Mapping[int, str] = field(default_factory=dict)
+    # Since when (wall-clock ms) each broker holding replicas has not been registered.
+    down_since: Mapping[int, int] = field(default_factory=dict)
 
 
 def key_of(topic: str, partition: int) -> str:
@@ -56,10 +60,17 @@ def controller_name(controller_id: int) -> str:
     return f"controller-{controller_id - CONTROLLER_ID_BASE}"
 
 
-def partition_state(p: PartitionView, leader_report: BrokerDescription | None) -> dict[str, Any]:
+def partition_state(
+    p: PartitionView,
+    leader_report: BrokerDescription | None,
+    config: Mapping[str, str] | None = None,
+    down_since: Mapping[int, int] | None = None,
+) -> dict[str, Any]:
     """`topics describe --json`'s object for `p`, plus what the dashboard draws: per replica
-    whether it is in the ISR and how long ago it last caught up (as the leader saw it)."""
+    whether it is in the ISR, how long ago it last caught up (as the leader saw it) or since
+    when its broker is down, and whether the partition's replication is throttled."""
     out = partition_json(p)
+    out["throttled"] = _throttled(config or {}, p.partition)
     out["key"] = key_of(p.topic, p.partition)
     out["min_insync_replicas"] = p.min_insync_replicas
     out["offline"] = p.matches(PartitionFilter.UNAVAILABLE)
@@ -72,8 +83,19 @@ def partition_state(p: PartitionView, leader_report: BrokerDescription | None) -
     )
     for r in out["replicas_state"]:
         r["in_isr"] = r["broker"] in p.isr
-        r["caught_up_ms_ago"] = _caught_up_ms_ago(desc, p.leader, r["broker"])
+        live = r["live"]
+        r["caught_up_ms_ago"] = _caught_up_ms_ago(desc, p.leader, r["broker"]) if live else None
+        r["down_since_ms"] = None if live else (down_since or {}).get(r["broker"])
     return out
+
+
+def _throttled(config: Mapping[str, str], partition: int) -> bool:
+    """Whether a throttled-replica list of the topic names this partition (or is `*`)."""
+    for name in (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS):
+        items = [i.strip() for i in config.get(name, "").split(",") if i.strip()]
+        if items == ["*"] or any(i.split(":")[0] == str(partition) for i in items):
+            return True
+    return False
 
 
 def _caught_up_ms_ago(desc: Any, leader: int, broker: int) -> int | None:
@@ -118,17 +140,22 @@ class StateBuilder:
                 leader = state.leader if state is not None else NO_LEADER
                 depends = (
                     replicas,
+                    info.adding.get(p),
+                    info.removing.get(p),
+                    info.config,
                     state,
                     min_isr,
                     leader in reports,
                     tuple(_hosted(reports, b, tp) for b in replicas),
                     _hosted(reports, leader, tp),
+                    tuple(inputs.down_since.get(b) for b in replicas),
                 )
                 if cached is not None and cached[0] == depends:
                     out = cached[1]
                 else:
                     leader_report = reports.get(leader) if leader != NO_LEADER else None
-                    out = partition_state(partition_view(info, p, reports, min_isr), leader_report)
+                    view = partition_view(info, p, reports, min_isr)
+                    out = partition_state(view, leader_report, info.config, inputs.down_since)
                 kept[key] = (depends, out)
                 partitions.append(out)
         self._partitions = kept
@@ -184,6 +211,25 @@ def _broker(
         "endpoints": list(registered[0].endpoints) if registered else [],
         "answered": report is not None,
         "error": error or "",
+        "throttle": _throttle(report),
+    }
+
+
+def _throttle(report: BrokerDescription | None) -> dict[str, int] | None:
+    """The replication throttle in force on a broker (KIP-73): its rates in bytes/s and what
+    it measured, rounded to the KB/s (so the page is not pushed at every fetch); None when
+    neither rate is set."""
+    if report is None:
+        return None
+    leader = int(report.config.get("leader.replication.throttled.rate", UNTHROTTLED))
+    follower = int(report.config.get("follower.replication.throttled.rate", UNTHROTTLED))
+    if leader >= UNTHROTTLED and follower >= UNTHROTTLED:
+        return None
+    return {
+        "leader_rate": leader,
+        "follower_rate": follower,
+        "leader_measured": round(report.leader_replication_byte_rate / 1000) * 1000,
+        "follower_measured": round(report.follower_replication_byte_rate / 1000) * 1000,
     }
 
 

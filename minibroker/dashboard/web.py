@@ -80,6 +80,7 @@ async def session(request: web.Request) -> web.Response:
         {
             "token": request.app[TOKEN],
             "faults": faults.mode,
+            "faults_hint": faults.hint,
             "actions": list(ACTIONS),
             "zookeeper": request.app[COLLECTOR].zk_connect,
         }

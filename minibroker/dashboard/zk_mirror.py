@@ -47,12 +47,23 @@ class ZkCopy:
     controller_epoch: int | None = None
     controllers: dict[int, tuple[str, ...]] = field(default_factory=dict)
     assignments: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
+    # Reassignments in flight: topic -> (adding, removing) replicas by partition.
+    moving: dict[str, tuple[dict[int, tuple[int, ...]], dict[int, tuple[int, ...]]]] = field(
+        default_factory=dict
+    )
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
     states: dict[str, dict[int, LeaderAndIsr]] = field(default_factory=dict)  # by topic
 
     def topics(self) -> list[TopicInfo]:
         return [
-            TopicInfo(topic, assignment, self.configs.get(topic, {}), self.states.get(topic, {}))
+            TopicInfo(
+                topic,
+                assignment,
+                self.configs.get(topic, {}),
+                self.states.get(topic, {}),
+                adding=self.moving.get(topic, ({}, {}))[0],
+                removing=self.moving.get(topic, ({}, {}))[1],
+            )  # fmt: skip
             for topic, assignment in sorted(self.assignments.items())
         ]
 
@@ -212,13 +223,19 @@ class ZkMirror:
             zk = self._zk
             assert zk is not None
             if data is None:
-                self._post(lambda c: c.assignments.pop(topic, None))
+                self._post(lambda c: (c.assignments.pop(topic, None), c.moving.pop(topic, None)))
                 return
             got = _decoded(lambda: TopicZNode.decode(topic, data))
             if got is None:
                 return
             assignment = dict(sorted(got.partitions.items()))
-            self._post(lambda c: c.assignments.__setitem__(topic, assignment))
+            moving = (dict(got.adding_replicas), dict(got.removing_replicas))
+
+            def store(c: ZkCopy) -> None:
+                c.assignments[topic] = assignment
+                c.moving[topic] = moving
+
+            self._post(store)
             for p in assignment:
                 tp = TopicPartition(topic, p)
                 path = TopicPartitionStateZNode.path(tp)
@@ -258,5 +275,6 @@ def _keep_only(d: dict[int, Any], ids: set[int]) -> None:
 def _drop_topics(c: ZkCopy, names: set[str]) -> None:
     for topic in [t for t in c.assignments if t not in names]:
         del c.assignments[topic]
+        c.moving.pop(topic, None)
         c.configs.pop(topic, None)
         c.states.pop(topic, None)

@@ -360,8 +360,22 @@ class DescribeBrokerRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeBrokerResponse(_message.Message):
-    __slots__ = ("error_code", "broker_id", "broker_epoch", "zookeeper_connect", "profile", "config", "partitions")
+    __slots__ = ("error_code", "broker_id", "broker_epoch", "zookeeper_connect", "profile", "config", "partitions", "static_config_names", "dynamic_default_config", "dynamic_broker_config", "leader_replication_byte_rate", "follower_replication_byte_rate")
     class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class DynamicDefaultConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class DynamicBrokerConfigEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -375,6 +389,11 @@ class DescribeBrokerResponse(_message.Message):
     PROFILE_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    STATIC_CONFIG_NAMES_FIELD_NUMBER: _ClassVar[int]
+    DYNAMIC_DEFAULT_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    DYNAMIC_BROKER_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    LEADER_REPLICATION_BYTE_RATE_FIELD_NUMBER: _ClassVar[int]
+    FOLLOWER_REPLICATION_BYTE_RATE_FIELD_NUMBER: _ClassVar[int]
     error_code: _errors_pb2.ErrorCode
     broker_id: int
     broker_epoch: int
@@ -382,7 +401,12 @@ class DescribeBrokerResponse(_message.Message):
     profile: str
     config: _containers.ScalarMap[str, str]
     partitions: _containers.RepeatedCompositeFieldContainer[ReplicaDescription]
-    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., zookeeper_connect: _Optional[str] = ..., profile: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., partitions: _Optional[_Iterable[_Union[ReplicaDescription, _Mapping]]] = ...) -> None: ...
+    static_config_names: _containers.RepeatedScalarFieldContainer[str]
+    dynamic_default_config: _containers.ScalarMap[str, str]
+    dynamic_broker_config: _containers.ScalarMap[str, str]
+    leader_replication_byte_rate: float
+    follower_replication_byte_rate: float
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., zookeeper_connect: _Optional[str] = ..., profile: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., partitions: _Optional[_Iterable[_Union[ReplicaDescription, _Mapping]]] = ..., static_config_names: _Optional[_Iterable[str]] = ..., dynamic_default_config: _Optional[_Mapping[str, str]] = ..., dynamic_broker_config: _Optional[_Mapping[str, str]] = ..., leader_replication_byte_rate: _Optional[float] = ..., follower_replication_byte_rate: _Optional[float] = ...) -> None: ...
 
 class ReplicaDescription(_message.Message):
     __slots__ = ("topic", "partition", "is_leader", "leader", "leader_epoch", "log_start_offset", "log_end_offset", "high_watermark", "isr", "remote_replicas")

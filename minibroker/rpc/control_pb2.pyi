@@ -230,3 +230,105 @@ class RemainingPartition(_message.Message):
     topic_name: str
     partition_index: int
     def __init__(self, topic_name: _Optional[str] = ..., partition_index: _Optional[int] = ...) -> None: ...
+
+class PartitionRef(_message.Message):
+    __slots__ = ("topic", "partition")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ...) -> None: ...
+
+class ReassignablePartition(_message.Message):
+    __slots__ = ("topic", "partition", "cancel", "replicas")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    cancel: bool
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., cancel: _Optional[bool] = ..., replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class AlterPartitionReassignmentsRequest(_message.Message):
+    __slots__ = ("partitions",)
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[ReassignablePartition]
+    def __init__(self, partitions: _Optional[_Iterable[_Union[ReassignablePartition, _Mapping]]] = ...) -> None: ...
+
+class PartitionResult(_message.Message):
+    __slots__ = ("topic", "partition", "error_code", "error_message", "leader")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    leader: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., leader: _Optional[int] = ...) -> None: ...
+
+class AlterPartitionReassignmentsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "results")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    results: _containers.RepeatedCompositeFieldContainer[PartitionResult]
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., results: _Optional[_Iterable[_Union[PartitionResult, _Mapping]]] = ...) -> None: ...
+
+class ListPartitionReassignmentsRequest(_message.Message):
+    __slots__ = ("all", "partitions")
+    ALL_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    all: bool
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionRef]
+    def __init__(self, all: _Optional[bool] = ..., partitions: _Optional[_Iterable[_Union[PartitionRef, _Mapping]]] = ...) -> None: ...
+
+class OngoingReassignment(_message.Message):
+    __slots__ = ("topic", "partition", "replicas", "adding_replicas", "removing_replicas")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    adding_replicas: _containers.RepeatedScalarFieldContainer[int]
+    removing_replicas: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ListPartitionReassignmentsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "reassignments")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    reassignments: _containers.RepeatedCompositeFieldContainer[OngoingReassignment]
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., reassignments: _Optional[_Iterable[_Union[OngoingReassignment, _Mapping]]] = ...) -> None: ...
+
+class ElectLeadersRequest(_message.Message):
+    __slots__ = ("election_type", "all", "partitions")
+    ELECTION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ALL_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    election_type: int
+    all: bool
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionRef]
+    def __init__(self, election_type: _Optional[int] = ..., all: _Optional[bool] = ..., partitions: _Optional[_Iterable[_Union[PartitionRef, _Mapping]]] = ...) -> None: ...
+
+class ElectLeadersResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "results")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    results: _containers.RepeatedCompositeFieldContainer[PartitionResult]
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., results: _Optional[_Iterable[_Union[PartitionResult, _Mapping]]] = ...) -> None: ...

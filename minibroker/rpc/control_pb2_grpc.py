@@ -54,6 +54,21 @@ class ControlStub:
                 request_serializer=minibroker_dot_rpc_dot_control__pb2.ControlledShutdownRequest.SerializeToString,
                 response_deserializer=minibroker_dot_rpc_dot_control__pb2.ControlledShutdownResponse.FromString,
                 _registered_method=True)
+        self.AlterPartitionReassignments = channel.unary_unary(
+                '/minibroker.v1.Control/AlterPartitionReassignments',
+                request_serializer=minibroker_dot_rpc_dot_control__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=minibroker_dot_rpc_dot_control__pb2.AlterPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ListPartitionReassignments = channel.unary_unary(
+                '/minibroker.v1.Control/ListPartitionReassignments',
+                request_serializer=minibroker_dot_rpc_dot_control__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=minibroker_dot_rpc_dot_control__pb2.ListPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ElectLeaders = channel.unary_unary(
+                '/minibroker.v1.Control/ElectLeaders',
+                request_serializer=minibroker_dot_rpc_dot_control__pb2.ElectLeadersRequest.SerializeToString,
+                response_deserializer=minibroker_dot_rpc_dot_control__pb2.ElectLeadersResponse.FromString,
+                _registered_method=True)
 
 
 class ControlServicer:
@@ -83,6 +98,26 @@ class ControlServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterPartitionReassignments(self, request, context):
+        """The admin requests Kafka's brokers forward to their controller (KIP-455, KIP-460): served by
+        the active controller; brokers and standby controllers answer NOT_CONTROLLER.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPartitionReassignments(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ElectLeaders(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControlServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -105,6 +140,21 @@ def add_ControlServicer_to_server(servicer, server):
                     servicer.ControlledShutdown,
                     request_deserializer=minibroker_dot_rpc_dot_control__pb2.ControlledShutdownRequest.FromString,
                     response_serializer=minibroker_dot_rpc_dot_control__pb2.ControlledShutdownResponse.SerializeToString,
+            ),
+            'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartitionReassignments,
+                    request_deserializer=minibroker_dot_rpc_dot_control__pb2.AlterPartitionReassignmentsRequest.FromString,
+                    response_serializer=minibroker_dot_rpc_dot_control__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ListPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPartitionReassignments,
+                    request_deserializer=minibroker_dot_rpc_dot_control__pb2.ListPartitionReassignmentsRequest.FromString,
+                    response_serializer=minibroker_dot_rpc_dot_control__pb2.ListPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ElectLeaders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ElectLeaders,
+                    request_deserializer=minibroker_dot_rpc_dot_control__pb2.ElectLeadersRequest.FromString,
+                    response_serializer=minibroker_dot_rpc_dot_control__pb2.ElectLeadersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -215,6 +265,87 @@ class Control:
             '/minibroker.v1.Control/ControlledShutdown',
             minibroker_dot_rpc_dot_control__pb2.ControlledShutdownRequest.SerializeToString,
             minibroker_dot_rpc_dot_control__pb2.ControlledShutdownResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.v1.Control/AlterPartitionReassignments',
+            minibroker_dot_rpc_dot_control__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+            minibroker_dot_rpc_dot_control__pb2.AlterPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.v1.Control/ListPartitionReassignments',
+            minibroker_dot_rpc_dot_control__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+            minibroker_dot_rpc_dot_control__pb2.ListPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ElectLeaders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.v1.Control/ElectLeaders',
+            minibroker_dot_rpc_dot_control__pb2.ElectLeadersRequest.SerializeToString,
+            minibroker_dot_rpc_dot_control__pb2.ElectLeadersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -42,9 +42,13 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INVALID_CONFIG: _ClassVar[ErrorCode]
     NOT_CONTROLLER: _ClassVar[ErrorCode]
     INVALID_REQUEST: _ClassVar[ErrorCode]
+    POLICY_VIOLATION: _ClassVar[ErrorCode]
     OUT_OF_ORDER_SEQUENCE_NUMBER: _ClassVar[ErrorCode]
     INVALID_PRODUCER_EPOCH: _ClassVar[ErrorCode]
     KAFKA_STORAGE_ERROR: _ClassVar[ErrorCode]
+    REASSIGNMENT_IN_PROGRESS: _ClassVar[ErrorCode]
+    NON_EMPTY_GROUP: _ClassVar[ErrorCode]
+    GROUP_ID_NOT_FOUND: _ClassVar[ErrorCode]
     FETCH_SESSION_ID_NOT_FOUND: _ClassVar[ErrorCode]
     INVALID_FETCH_SESSION_EPOCH: _ClassVar[ErrorCode]
     TOPIC_DELETION_DISABLED: _ClassVar[ErrorCode]
@@ -56,6 +60,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PREFERRED_LEADER_NOT_AVAILABLE: _ClassVar[ErrorCode]
     ELIGIBLE_LEADERS_NOT_AVAILABLE: _ClassVar[ErrorCode]
     ELECTION_NOT_NEEDED: _ClassVar[ErrorCode]
+    NO_REASSIGNMENT_IN_PROGRESS: _ClassVar[ErrorCode]
     INVALID_RECORD: _ClassVar[ErrorCode]
 NONE: ErrorCode
 UNKNOWN_SERVER_ERROR: ErrorCode
@@ -93,9 +98,13 @@ INVALID_REPLICA_ASSIGNMENT: ErrorCode
 INVALID_CONFIG: ErrorCode
 NOT_CONTROLLER: ErrorCode
 INVALID_REQUEST: ErrorCode
+POLICY_VIOLATION: ErrorCode
 OUT_OF_ORDER_SEQUENCE_NUMBER: ErrorCode
 INVALID_PRODUCER_EPOCH: ErrorCode
 KAFKA_STORAGE_ERROR: ErrorCode
+REASSIGNMENT_IN_PROGRESS: ErrorCode
+NON_EMPTY_GROUP: ErrorCode
+GROUP_ID_NOT_FOUND: ErrorCode
 FETCH_SESSION_ID_NOT_FOUND: ErrorCode
 INVALID_FETCH_SESSION_EPOCH: ErrorCode
 TOPIC_DELETION_DISABLED: ErrorCode
@@ -107,4 +116,5 @@ MEMBER_ID_REQUIRED: ErrorCode
 PREFERRED_LEADER_NOT_AVAILABLE: ErrorCode
 ELIGIBLE_LEADERS_NOT_AVAILABLE: ErrorCode
 ELECTION_NOT_NEEDED: ErrorCode
+NO_REASSIGNMENT_IN_PROGRESS: ErrorCode
 INVALID_RECORD: ErrorCode

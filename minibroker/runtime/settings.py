@@ -11,162 +11,30 @@ import difflib
 import os
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from minibroker.core.broker_config import DYNAMIC_BROKER_CONFIGS
 from minibroker.core.planted_bugs import PlantedBug
+from minibroker.runtime.properties import (
+    DEFAULT_PROFILE,
+    DEFAULT_ZK_CONNECT,
+    MIN_OPEN_FILES,
+    PROFILES,
+    PROPERTIES,
+    PROPERTY_BY_NAME,
+    Property,
+)
 
-DEFAULT_ZK_CONNECT = "127.0.0.1:2181"
+__all__ = ["DEFAULT_ZK_CONNECT", "PROFILES", "ConfigError", "Settings", "parse_properties"]
 
 
 class ConfigError(ValueError):
     """A configuration value or name is not acceptable; the message says which and why."""
 
 
-@dataclass(frozen=True)
-class Property:
-    name: str
-    type: type
-    default: Any
-    doc: str
-
-
-# A log's append touches its active segment and index: a few more for recovery threads.
-MIN_OPEN_FILES = 4
-
-_P = Property
-PROPERTIES: tuple[Property, ...] = (
-    _P("broker.id", int, -1, "this broker's id (brokers only)"),
-    _P("listeners", str, "PLAINTEXT://127.0.0.1:9092", "where the broker's gRPC server listens"),
-    _P("advertised.listeners", str, "", "what the broker registers; empty = listeners"),
-    _P(
-        "listener.security.protocol.map",
-        str,
-        "PLAINTEXT:PLAINTEXT,KAFKA:PLAINTEXT",
-        "listener name -> protocol; all PLAINTEXT (gRPC, or Kafka's own on KAFKA*)",
-    ),
-    _P(
-        "inter.broker.listener.name",
-        str,
-        "",
-        "the listener brokers and controllers use to reach brokers; empty = the first",
-    ),
-    _P("broker.rack", str, "", "rack written into the registration; empty = none"),
-    _P("log.dirs", str, "/tmp/minibroker-logs", "the broker's log directory"),
-    _P("zookeeper.connect", str, DEFAULT_ZK_CONNECT, "ZooKeeper connect string"),
-    _P("zookeeper.session.timeout.ms", int, 18000, "ZooKeeper session timeout"),
-    _P("zookeeper.connection.timeout.ms", int, 0, "wait for a connection; 0 = session timeout"),
-    _P("zookeeper.max.in.flight.requests", int, 10, "pipelined ZooKeeper requests unanswered"),
-    _P("replica.lag.time.max.ms", int, 30000, "follower lag before it leaves the ISR"),
-    _P("replica.fetch.wait.max.ms", int, 500, "follower fetch max wait"),
-    _P("replica.fetch.min.bytes", int, 1, ""),
-    _P("replica.fetch.max.bytes", int, 1048576, "per partition"),
-    _P("replica.fetch.response.max.bytes", int, 10485760, ""),
-    _P("replica.fetch.backoff.ms", int, 1000, "follower backoff after a fetch error"),
-    _P("replica.socket.timeout.ms", int, 30000, ""),
-    _P(
-        "max.incremental.fetch.session.cache.slots",
-        int,
-        1000,
-        "fetch sessions a leader keeps (KIP-227); 0 = every fetch names every partition",
-    ),
-    _P("num.replica.fetchers", int, 1, ""),
-    _P("replica.high.watermark.checkpoint.interval.ms", int, 5000, ""),
-    _P("min.insync.replicas", int, 1, "topic-overridable; counts the leader"),
-    _P("unclean.leader.election.enable", bool, False, "topic-overridable"),
-    _P("controller.socket.timeout.ms", int, 30000, ""),
-    _P("default.replication.factor", int, 1, ""),
-    _P("num.partitions", int, 1, ""),
-    _P("message.max.bytes", int, 1048588, "largest record batch a broker accepts"),
-    _P("fetch.max.bytes", int, 57671680, "most a broker returns for one fetch (KIP-541)"),
-    _P("socket.request.max.bytes", int, 104857600, "largest request on a Kafka listener"),
-    _P("group.min.session.timeout.ms", int, 6000, "shortest session a group member may ask"),
-    _P("group.max.session.timeout.ms", int, 1800000, "longest session a group member may ask"),
-    _P("group.initial.rebalance.delay.ms", int, 3000, "an empty group waits this for members"),
-    _P(
-        "connections.max.idle.ms",
-        int,
-        600000,
-        "a Kafka listener's connection idle this long closes",
-    ),
-    _P("log.segment.bytes", int, 1073741824, "segment size before a roll"),
-    _P("delete.topic.enable", bool, True, ""),
-    _P("controlled.shutdown.enable", bool, True, ""),
-    _P("controlled.shutdown.max.retries", int, 3, ""),
-    _P("controlled.shutdown.retry.backoff.ms", int, 5000, ""),
-    _P("auto.leader.rebalance.enable", bool, True, ""),
-    _P("leader.imbalance.check.interval.seconds", int, 300, ""),
-    _P("leader.imbalance.per.broker.percentage", int, 10, ""),
-    # Kafka hard-codes these three in ReplicaManager (2.7 moves them into a config object with
-    # the same defaults); here they are settable so tests need not wait 5-7.5 s (reference §3.2).
-    _P("minibroker.isr.change.propagation.interval.ms", int, 2500, "isr-change check period"),
-    _P("minibroker.isr.change.propagation.blackout.ms", int, 5000, "quiet time before propagating"),
-    _P(
-        "minibroker.isr.change.propagation.max.delay.ms",
-        int,
-        60000,
-        "propagate at least this often",
-    ),
-    _P(
-        "minibroker.replica.fetch.linger.ms",
-        int,
-        10,
-        "a leader holds a follower's fetch this long for more records once some arrived, "
-        "unless an acks=all produce waits on them (fewer fetch round trips under load)",
-    ),
-    _P(
-        "minibroker.log.max.open.files",
-        int,
-        1000,
-        "segment and index files a broker keeps open, least recently used closed first",
-    ),
-    _P("minibroker.controller.id", int, -1, "this controller's id (controllers only)"),
-    _P(
-        "minibroker.controller.listeners",
-        str,
-        "PLAINTEXT://127.0.0.1:0",
-        "where the controller's gRPC server listens (Kafka's listeners syntax)",
-    ),
-    _P(
-        "minibroker.controller.advertised.listeners",
-        str,
-        "",
-        "what the controller publishes in /minibroker/controllers/<id>; empty = listeners",
-    ),
-    _P("minibroker.metrics.port", int, 0, "Prometheus metrics port; 0 = off"),
-    _P(
-        "minibroker.metrics.host",
-        str,
-        "127.0.0.1",
-        "address the metrics endpoint binds; 0.0.0.0 in containers, whose ports are published",
-    ),
-    _P(
-        "minibroker.test.planted.bug",
-        str,
-        "",
-        "TEST ONLY: a known-wrong replication rule, to prove the checkers catch it "
-        "(hw-from-all-replicas, truncate-to-hw, shrink-on-no-fetch); empty = Kafka's rules",
-    ),
-)
-PROPERTY_BY_NAME: Mapping[str, Property] = {p.name: p for p in PROPERTIES}
-
-# Timing profiles. "kafka" is Kafka 2.6's defaults. "demo" makes failover a matter of seconds:
-# a stalled follower leaves the ISR after 3-4.5 s (isr-expiration runs every lag/2, reference
-# §3.1) and a killed broker's session expires after 6 s. The session outlives the lag, so a
-# paused follower is first removed by its leader (the seeds' story), not by the controller.
-PROFILES: Mapping[str, Mapping[str, Any]] = {
-    "kafka": {},
-    "demo": {
-        "zookeeper.session.timeout.ms": 6000,
-        "replica.lag.time.max.ms": 3000,
-        "replica.fetch.wait.max.ms": 500,
-        "replica.fetch.backoff.ms": 500,
-        "controlled.shutdown.retry.backoff.ms": 1000,
-        "replica.high.watermark.checkpoint.interval.ms": 1000,
-    },
-}
-DEFAULT_PROFILE = "kafka"
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _convert(prop: Property, raw: Any) -> Any:
@@ -184,6 +52,11 @@ def _convert(prop: Property, raw: Any) -> Any:
             return int(text)
         except ValueError:
             raise ConfigError(f"{prop.name}: expected an integer, got {raw!r}") from None
+    if prop.type is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise ConfigError(f"{prop.name}: expected a number, got {raw!r}") from None
     return text
 
 
@@ -250,11 +123,24 @@ def read_config_file(path: Path) -> dict[str, Any]:
 
 
 class Settings:
-    """Resolved configuration: typed values by Kafka property name, and the active profile."""
+    """Resolved configuration: typed values by Kafka property name, and the active profile.
 
-    def __init__(self, values: Mapping[str, Any], profile: str) -> None:
+    Three layers, as Kafka's DynamicBrokerConfig: the static configuration (defaults, profile,
+    file, flags), under the cluster-wide dynamic defaults of /config/brokers/<default>, under
+    this broker's own /config/brokers/<id>. Only the broker configs Kafka lets change at run
+    time (minibroker.core.broker_config) are taken from the dynamic layers; everything that
+    reads a value each time it needs it sees a change at once."""
+
+    def __init__(
+        self, values: Mapping[str, Any], profile: str, explicit: Iterable[str] = ()
+    ) -> None:
+        self._static = dict(values)
         self._values = dict(values)
         self.profile = profile
+        # The names set by the profile, a file, flags or the environment (Kafka's
+        # STATIC_BROKER_CONFIG), as opposed to the built-in defaults.
+        self.explicit = frozenset(explicit)
+        self._dynamic: tuple[dict[str, str], dict[str, str]] = ({}, {})
         self._validate()
 
     @classmethod
@@ -273,8 +159,10 @@ class Settings:
         if profile not in PROFILES:
             raise ConfigError(f"unknown profile {profile!r}; known: {', '.join(PROFILES)}")
         values: dict[str, Any] = {p.name: p.default for p in PROPERTIES}
+        explicit = set()
         if env.get("MINIBROKER_ZK"):
             values["zookeeper.connect"] = env["MINIBROKER_ZK"]
+            explicit.add("zookeeper.connect")
         layers: list[Mapping[str, Any]] = [PROFILES[profile]]
         if config_file is not None:
             layers.append(read_config_file(config_file))
@@ -284,7 +172,8 @@ class Settings:
         for layer in layers:
             for name, raw in layer.items():
                 values[name] = _convert(_check_name(name), raw)
-        return cls(values, profile)
+                explicit.add(name)
+        return cls(values, profile, explicit)
 
     def _validate(self) -> None:
         # KafkaConfig's own check (reference §3.7).
@@ -300,6 +189,11 @@ class Settings:
             PlantedBug.parse(self.get_str("minibroker.test.planted.bug"))
         except ValueError as exc:
             raise ConfigError(f"minibroker.test.planted.bug: {exc}") from None
+
+    def get_float(self, name: str) -> float:
+        value = self._values[_check_name(name).name]
+        assert isinstance(value, int | float)
+        return float(value)
 
     def get_int(self, name: str) -> int:
         value = self._values[_check_name(name).name]
@@ -324,11 +218,42 @@ class Settings:
         )
 
     def as_strings(self) -> dict[str, str]:
-        """Every property as Kafka would print it (booleans lower-case)."""
-        return {
-            k: (str(v).lower() if isinstance(v, bool) else str(v))
-            for k, v in sorted(self._values.items())
-        }
+        """Every property as Kafka would print it (booleans lower-case), dynamic values in."""
+        return {k: _text(v) for k, v in sorted(self._values.items())}
+
+    def static_strings(self) -> dict[str, str]:
+        """The settings given explicitly (profile, file, flags), as strings."""
+        return {k: v for k, v in self._static_strings().items() if k in self.explicit}
+
+    def _static_strings(self) -> dict[str, str]:
+        return {k: _text(v) for k, v in sorted(self._static.items())}
+
+    @property
+    def dynamic(self) -> tuple[dict[str, str], dict[str, str]]:
+        """The dynamic layers in force: (cluster-wide default, this broker's), as stored."""
+        return dict(self._dynamic[0]), dict(self._dynamic[1])
+
+    def apply_dynamic(
+        self, cluster_default: Mapping[str, str], per_broker: Mapping[str, str]
+    ) -> dict[str, tuple[str, str]]:
+        """Replace the dynamic layers; returns {name: (old, new)} of the effective values that
+        changed. Names that are not dynamic broker configs (custom ones, which Kafka keeps too)
+        and values that do not convert are left out of the effective settings."""
+        before = self.as_strings()
+        values = dict(self._static)
+        for layer in (cluster_default, per_broker):
+            for name, raw in layer.items():
+                prop = PROPERTY_BY_NAME.get(name)
+                if prop is None or name not in DYNAMIC_BROKER_CONFIGS:
+                    continue
+                try:
+                    values[name] = _convert(prop, raw)
+                except ConfigError:
+                    continue
+        self._values = values
+        self._dynamic = (dict(cluster_default), dict(per_broker))
+        after = self.as_strings()
+        return {k: (before[k], after[k]) for k in after if before.get(k) != after[k]}
 
     def profile_summary(self) -> str:
         """One line naming the profile and the timings it sets, for start-up logs."""

@@ -198,12 +198,15 @@ class ZkClient:
 
     # ---- watches -----------------------------------------------------------------------------
 
-    def watch_data(self, path: str, callback: Callable[[bytes | None, Stat | None], None]) -> None:
+    def watch_data(
+        self, path: str, callback: Callable[[bytes | None, Stat | None], bool | None]
+    ) -> None:
         """Call `callback(data, stat)` now and whenever the znode changes, appears or goes away
-        (data and stat are None while it does not exist). Survives session expiry."""
+        (data and stat are None while it does not exist). Survives session expiry. The watch
+        ends when the callback returns False (kazoo's DataWatch rule)."""
 
-        def fn(data: bytes | None, stat: Any, _event: Any = None) -> None:
-            callback(data, stat_of(stat) if stat is not None else None)
+        def fn(data: bytes | None, stat: Any, _event: Any = None) -> bool | None:
+            return callback(data, stat_of(stat) if stat is not None else None)
 
         self._client.DataWatch(path, fn)
 

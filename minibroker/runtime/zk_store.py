@@ -283,6 +283,27 @@ class ZkStore(ZkClient):
             out[tp] = expected + 1 if error is None else None
         return out
 
+    def set_fenced(self, epoch_zk_version: int, path: str, data: bytes) -> None:
+        """Set a znode's data (any version) under the fence, as Kafka's setTopicAssignmentRaw;
+        ZkNoNode if it does not exist."""
+        error = self._fenced_many(epoch_zk_version, [lambda tx: tx.set_data(path, data)])[0]
+        if error is not None:
+            raise error
+
+    def delete_recursive_fenced(self, epoch_zk_version: int, root: str) -> bool:
+        """Delete a znode and everything under it, children first, each delete under the fence
+        (Kafka's deleteRecursive with the controller's epoch zkVersion); False if it was gone."""
+        paths: list[str] = []
+        stack = [root]
+        while stack:
+            path = stack.pop()
+            paths.append(path)
+            with contextlib.suppress(ZkNoNode):
+                stack.extend(f"{path}/{child}" for child in self.children(path))
+        if not paths:
+            return False
+        return self.delete_many_fenced(epoch_zk_version, list(reversed(paths)))[-1]
+
     def delete_fenced(self, epoch_zk_version: int, path: str) -> bool:
         """Delete a znode (any version) under the fence; False if it was already gone."""
         return self.delete_many_fenced(epoch_zk_version, [path])[0]

@@ -9,7 +9,6 @@ import asyncio
 import time
 from collections.abc import Iterator
 from contextlib import closing
-from pathlib import Path
 
 import pytest
 
@@ -126,13 +125,18 @@ def test_aiokafka_round_trip(kc: Cluster) -> None:
     asyncio.run(run())
 
 
-def test_a_producer_sees_kafkas_errors_for_an_unknown_topic(kc: Cluster, tmp_path: Path) -> None:
-    from kafka import KafkaProducer
-    from kafka.errors import KafkaTimeoutError
+def test_a_client_that_does_not_allow_auto_creation_sees_an_unknown_topic(kc: Cluster) -> None:
+    # allow.auto.create.topics=false (Metadata v4+'s allow_auto_topic_creation): the broker
+    # answers UNKNOWN_TOPIC_OR_PARTITION and creates nothing (auto-creation itself:
+    # test_topic_operations).
+    from kafka import KafkaConsumer
 
-    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap(kc).split(","), max_block_ms=2000)
-    with closing(producer), pytest.raises(KafkaTimeoutError):
-        producer.send("no-such-topic", b"x").get(timeout=10)  # UNKNOWN_TOPIC_OR_PARTITION
+    consumer = KafkaConsumer(
+        bootstrap_servers=kafka_bootstrap(kc).split(","), allow_auto_create_topics=False
+    )
+    with closing(consumer):
+        assert not consumer.partitions_for_topic("no-such-topic")  # None or an empty set
+    assert kc.zk.exists("/brokers/topics/no-such-topic") is None
 
 
 def test_brokers_taking_producer_id_blocks_at_once_never_share_an_id(kc: Cluster) -> None:

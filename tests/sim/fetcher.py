@@ -1,4 +1,4 @@
-"""A simulated broker's follower side, as broker/fetcher.py: per followed partition, a
+"""A simulated broker's follower side, as broker/fetch/fetcher.py: per followed partition, a
 truncation phase (OffsetsForLeaderEpoch, or the local HW when the mode says so) and then one
 fetch at a time, appending what the leader returns and taking its HW (reference §3.8, §4.4,
 §4.5). Every decision comes from broker.replication.truncation and the Partition."""
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 # RETRY_LATER: the real follower's rule (back off and retry; other errors drop the partition
 # until the next LeaderAndIsr).
-from broker.fetcher import RETRY_LATER, backoff_ms_for
+from broker.fetch.follower_state import RETRY_LATER, backoff_ms_for
 from broker.replication.truncation import (
     decide_from_epoch_answer,
     decide_out_of_range,

@@ -36,6 +36,9 @@ def test_services_have_the_v1_api() -> None:
         "UpdateMetadata",
         "StopReplica",
         "ControlledShutdown",
+        "AlterPartitionReassignments",
+        "ListPartitionReassignments",
+        "ElectLeaders",
     }
     assert broker.full_name == "minibroker.v1.Broker"
 

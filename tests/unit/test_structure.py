@@ -20,8 +20,8 @@ MAX_LINES = 400  # tests/ are exempt: a test module may hold a long table of cas
 
 # The broker's rooms that must not reach into the replica manager.
 NARROW = [
-    "broker.fetcher",
-    "broker.fetcher_manager",
+    "broker.fetch.fetcher",
+    "broker.fetch.fetcher_manager",
     "broker.isr_tasks",
     "broker.role_changes",
     "broker.partition_opener",

@@ -1,6 +1,8 @@
 """/consumers/<group>/offsets/<topic>/<partition>: a group's committed offset of a partition,
 where Kafka 0.8's consumers kept it (ZkUtils' consumer offset dir; the data is the offset in
-decimal). minibroker keeps no __consumer_offsets topic, so its group coordinators commit here."""
+decimal). minibroker keeps no __consumer_offsets topic, so its group coordinators commit here.
+An OffsetCommit's metadata string, which Kafka 0.8's znode had no room for, follows the offset
+after a newline when there is one (the first line stays the bare offset)."""
 
 from __future__ import annotations
 
@@ -24,13 +26,20 @@ class ConsumerOffsetZNode:
         return f"{ConsumerOffsetZNode.topic_path(group_id, tp.topic)}/{tp.partition}"
 
     @staticmethod
-    def encode(offset: int) -> bytes:
-        return str(offset).encode("ascii")
+    def encode(offset: int, metadata: str | None = None) -> bytes:
+        text = str(offset) if not metadata else f"{offset}\n{metadata}"
+        return text.encode("utf-8")
 
     @staticmethod
     def decode(data: bytes | None) -> int:
+        return ConsumerOffsetZNode.decode_with_metadata(data)[0]
+
+    @staticmethod
+    def decode_with_metadata(data: bytes | None) -> tuple[int, str]:
+        """(offset, metadata); the metadata is "" when none was committed."""
         try:
-            return int((data or b"").decode("ascii"))
+            first, _, metadata = (data or b"").decode("utf-8").partition("\n")
+            return int(first), metadata
         except (UnicodeDecodeError, ValueError):
             raise ZNodeFormatError(
                 f"a committed offset must be a decimal number: {data!r}"

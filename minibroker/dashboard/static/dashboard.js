@@ -8,6 +8,7 @@ const KEPT_EVENTS = 2000;
 const MARK_EVENTS = new Set(["isr_shrink", "isr_expand", "leader_elected", "became_leader"]);
 let token = "";
 let faultMode = null;
+let faultsHint = "";
 let state = null;
 let selected = null;
 const rows = new Map(); // partition key -> <tr>
@@ -46,7 +47,9 @@ function renderCluster() {
     el("td", { class: b.alive ? "alive" : "dead" }, b.alive ? (b.answered ? "alive" : "registered, not answering") : "down"),
     el("td", {}, b.broker_epoch ?? "-"),
     el("td", {}, b.endpoints.join(" ")),
-    el("td", {}, ...faultButtons(b.name, ["kill", "stop", "pause", "resume", "start", "isolate", "heal"])),
+    el("td", { "data-throttle": b.throttle ? "on" : "off" }, throttleText(b.throttle)),
+    el("td", {}, ...(faultMode === null ? [el("span", { class: "hint", title: faultsHint }, "see below")]
+      : faultButtons(b.name, ["kill", "stop", "pause", "resume", "start", "isolate", "heal"]))),
   )));
   const h = state.health;
   $("#health").replaceChildren(...Object.entries(h).map(([k, v]) =>
@@ -54,7 +57,19 @@ function renderCluster() {
   $("#cluster-faults").replaceChildren(
     ...faultButtons("controller", ["kill"], "kill active controller"),
     ...faultButtons("", ["elect-preferred"], "preferred replica election"),
+    ...(faultMode === null && faultsHint ? [el("div", { id: "faults-hint" }, faultsHint)] : []),
   );
+}
+
+function rate(n) {
+  return n >= 1e6 ? `${(n / 1e6).toFixed(1)} MB/s` : `${(n / 1e3).toFixed(0)} KB/s`;
+}
+
+function throttleText(t) {
+  // KIP-73: the broker's replication throttle rates and what it measured of throttled bytes.
+  if (!t) return "-";
+  return `leader ${rate(t.leader_measured)} of ${rate(t.leader_rate)}, ` +
+    `follower ${rate(t.follower_measured)} of ${rate(t.follower_rate)}`;
 }
 
 function faultButtons(target, actions, label) {
@@ -79,19 +94,36 @@ function setText(node, value) {
   if (node.textContent !== v) node.textContent = v;
 }
 
+function clockOf(ms) {
+  return new Date(ms).toLocaleTimeString([], { hour12: false });
+}
+
 function fillReplica(span, p, r) {
   const lag = r.lag === null ? "?" : r.lag;
   const ago = r.caught_up_ms_ago === null ? "?" : `${(r.caught_up_ms_ago / 1000).toFixed(0)}s`;
   const leo = r.log_end_offset ?? (r.reachable ? "-" : "?");
   const hw = r.high_watermark ?? (r.reachable ? "-" : "?");
   setAttr(span, "class", ["replica", r.in_isr ? "in" : "out", r.broker === p.leader ? "leader" : "",
-    r.log_end_offset === null ? "unknown" : ""].join(" "));
+    r.log_end_offset === null ? "unknown" : "", r.live ? "" : "down",
+    r.adding ? "adding" : "", r.removing ? "removing" : ""].join(" "));
   setAttr(span, "data-broker", r.broker);
   setAttr(span, "data-leo", r.log_end_offset ?? "");
   setAttr(span, "data-hw", r.high_watermark ?? "");
   setAttr(span, "data-in-isr", r.in_isr);
-  setAttr(span, "title", r.in_isr ? "in the ISR" : "out of the ISR");
-  setText(span, `${r.broker}: ${leo} / ${hw} / ${lag} / ${ago}`);
+  setAttr(span, "data-live", r.live);
+  setAttr(span, "data-adding", r.adding);
+  setAttr(span, "data-removing", r.removing);
+  const role = r.adding ? "being added by a reassignment" : r.removing ? "being removed by a reassignment" : "";
+  const isr = r.in_isr ? "in the ISR" : "out of the ISR";
+  setAttr(span, "title", [isr, role, r.live ? "" : "its broker is down"].filter(Boolean).join("; "));
+  const mark = r.adding ? "+" : r.removing ? "−" : "";
+  if (!r.live) {
+    // A down broker's last fetch says nothing of it now: no lag, no "last caught up".
+    const since = r.down_since_ms ? ` since ${clockOf(r.down_since_ms)}` : "";
+    setText(span, `${mark}${r.broker}: down${since}`);
+  } else {
+    setText(span, `${mark}${r.broker}: ${leo} / ${hw} / ${lag} / ${ago}`);
+  }
 }
 
 function newRow(p) {
@@ -103,14 +135,17 @@ function newRow(p) {
 
 function fillRow(tr, p) {
   setAttr(tr, "class", ["partition", p.offline ? "offline" : p.under_replicated ? "under" : "",
-    p.key === selected ? "selected" : ""].join(" "));
+    p.key === selected ? "selected" : "", p.reassigning ? "reassigning" : "",
+    p.throttled ? "throttled" : ""].join(" "));
+  setAttr(tr, "data-reassigning", p.reassigning);
+  setAttr(tr, "data-throttled", p.throttled);
   setAttr(tr, "data-leader", p.leader ?? -1);
   setAttr(tr, "data-isr", [...p.isr].sort((a, b) => a - b).join(","));
   setAttr(tr, "data-leader-epoch", p.leader_epoch ?? "");
   const [, leader, epoch, replicas, isr, cells] = tr.children;
   setText(leader, p.leader ?? "none");
   setText(epoch, p.leader_epoch ?? "-");
-  setText(replicas, p.replicas.join(","));
+  setText(replicas, p.replicas.join(",") + (p.reassigning ? " ⇄" : "") + (p.throttled ? " ⏱" : ""));
   setText(isr, p.isr.join(","));
   while (cells.children.length > p.replicas_state.length) cells.lastChild.remove();
   while (cells.children.length < p.replicas_state.length) cells.append(el("span"));
@@ -339,6 +374,7 @@ async function start() {
       const s = await (await fetch("/api/session")).json();
       token = s.token;
       faultMode = s.faults;
+      faultsHint = s.faults_hint || "";
       break;
     } catch (err) {
       $("#link").textContent = "the dashboard server is unreachable; retrying";

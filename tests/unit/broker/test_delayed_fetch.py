@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from broker import fetch_reads
 from broker.delayed import DelayedFetch
+from broker.fetch import reads as fetch_reads
 from broker.log.log import Log
 from broker.log.store import MemorySegmentStore
 from broker.partition_table import HostedPartition, PartitionTable

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-from broker import fetch_reads
 from broker.delayed import AcksAllWaiters, DelayedFetch, Linger
+from broker.fetch import reads as fetch_reads
 from broker.partition_table import PartitionTable
 from broker.purgatory import Purgatory
 from broker.types import FetchParams, FetchPartitionResult

@@ -3,8 +3,8 @@ session builder, driven against each other as a follower and its leader would.""
 
 from __future__ import annotations
 
-from broker.fetch_session_builder import FetchSessionBuilder, PartitionFetchState
-from broker.fetch_session_cache import (
+from broker.fetch.session_builder import FetchSessionBuilder, PartitionFetchState
+from broker.fetch.session_cache import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     INT32_MAX,

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import grpc
 import pytest
 
-from broker.fetch_stream import FetchStream, FetchStreamError
+from broker.fetch.stream import FetchStream, FetchStreamError
 from minibroker.rpc import broker_pb2, broker_pb2_grpc
 from minibroker.runtime.grpc_guard import RequestGuard
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.fetcher import EPOCH_CATCH_UP_BACKOFF_MS, RETRY_LATER, backoff_ms_for
+from broker.fetch.follower_state import EPOCH_CATCH_UP_BACKOFF_MS, RETRY_LATER, backoff_ms_for
 from minibroker.core.errors import ErrorCode
 
 

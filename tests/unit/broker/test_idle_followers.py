@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.fetch_session_cache import (
+from broker.fetch.idle_followers import partitions_to_read
+from broker.fetch.session_cache import (
     FetchSession,
     FetchSessionCache,
     request_lookup,
     waiting_in,
 )
-from broker.idle_followers import partitions_to_read
 from broker.log.log import Log
 from broker.log.store import MemorySegmentStore
 from broker.partition_table import HostedPartition, PartitionTable

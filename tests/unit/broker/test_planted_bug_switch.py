@@ -11,7 +11,7 @@ from typing import cast
 
 import pytest
 
-from broker.fetcher import FollowerFetcher
+from broker.fetch.fetcher import FollowerFetcher
 from broker.metrics import BrokerMetrics
 from broker.replica_manager import ReplicaManager
 from broker.replication.truncation import TruncationMode

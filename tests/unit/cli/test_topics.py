@@ -199,17 +199,23 @@ def test_json_objects() -> None:
         "replicas": [1, 2, 3],
         "isr": [1, 2, 3],
         "replicas_state": [
-            {"broker": 1, "log_end_offset": 10, "high_watermark": 10, "lag": 0, "reachable": True},
-            {"broker": 2, "log_end_offset": 10, "high_watermark": 10, "lag": 0, "reachable": True},
+            {"broker": 1, "log_end_offset": 10, "high_watermark": 10, "lag": 0, "reachable": True,
+             "live": True, "adding": False, "removing": False},
+            {"broker": 2, "log_end_offset": 10, "high_watermark": 10, "lag": 0, "reachable": True,
+             "live": True, "adding": False, "removing": False},
             {
                 "broker": 3,
                 "log_end_offset": None,
                 "high_watermark": None,
                 "lag": 3,
                 "reachable": False,
+                "live": True,  # registered, but it did not answer
+                "adding": False,
+                "removing": False,
             },
         ],
-    }
+        "reassigning": False,
+    }  # fmt: skip
     no_leader = TopicInfo(T, {0: (1,)}, {}, {})
     assert describe_json([topic_view(no_leader, {})])[0]["leader"] is None
 

@@ -33,7 +33,12 @@ class MemoryZk:
         prefix = path.rstrip("/") + "/"
         return sorted({p[len(prefix) :].split("/")[0] for p in self.nodes if p.startswith(prefix)})
 
-    def create(self, path: str, data: bytes = b"", *, makepath: bool = False) -> str:
+    def create(
+        self, path: str, data: bytes = b"", *, makepath: bool = False, sequential: bool = False
+    ) -> str:
+        if sequential:
+            self._seq = getattr(self, "_seq", -1) + 1
+            path = f"{path}{self._seq:010d}"
         if path in self.nodes:
             raise ZkNodeExists(path)
         parent = path.rsplit("/", 1)[0]
@@ -60,7 +65,14 @@ class MemoryZk:
     def with_brokers(cls, *broker_ids: int) -> MemoryZk:
         """Kafka's persistent paths and a registration per broker; `writes` starts empty."""
         m = cls()
-        for path in ("/brokers/ids", "/brokers/topics", "/config/topics", "/admin/delete_topics"):
+        for path in (
+            "/brokers/ids",
+            "/brokers/topics",
+            "/config/topics",
+            "/config/brokers",
+            "/config/changes",
+            "/admin/delete_topics",
+        ):
             m.create(path, makepath=True)
         for b in broker_ids:
             reg = BrokerRegistration(b, (f"PLAINTEXT://127.0.0.1:{9090 + b}",))

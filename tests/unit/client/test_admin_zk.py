@@ -77,7 +77,8 @@ def test_a_leftover_config_is_overwritten(mem: MemoryZk) -> None:
         ("t", 3, 4, {}, ErrorCode.INVALID_REPLICATION_FACTOR),
         ("t", 0, 1, {}, ErrorCode.INVALID_PARTITIONS),
         ("bad name", 1, 1, {}, ErrorCode.INVALID_TOPIC_EXCEPTION),
-        ("t", 1, 1, {"flush.ms": "1"}, ErrorCode.INVALID_CONFIG),
+        ("t", 1, 1, {"flush.ms": "-1"}, ErrorCode.INVALID_CONFIG),
+        ("t", 1, 1, {"no.such.config": "1"}, ErrorCode.INVALID_CONFIG),
     ],
 )
 def test_refused_creations_write_nothing(

@@ -4,6 +4,7 @@ properties over any broker list."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import pytest
@@ -194,6 +195,16 @@ def test_dot_underscore_collisions(topic: str, existing: list[str], expected: li
         {},
         {"min.insync.replicas": "2", "unclean.leader.election.enable": "TRUE"},
         {"segment.bytes": "1048576", "retention.ms": "-1", "cleanup.policy": "compact,delete"},
+        # Issue 26 §8: every topic config Kafka 2.6 knows is accepted (LogConfig.configDef).
+        {"compression.type": "lz4", "message.timestamp.type": "LogAppendTime"},
+        {"max.message.bytes": "1", "segment.jitter.ms": "0", "preallocate": "true"},
+        {"flush.messages": "1", "flush.ms": "1000", "message.format.version": "2.6-IV0"},
+        {"message.format.version": "0.10.2", "min.cleanable.dirty.ratio": "0.1"},
+        {"leader.replication.throttled.replicas": "*"},
+        {"follower.replication.throttled.replicas": "0:1,1:2"},
+        {"leader.replication.throttled.replicas": ""},
+        {"retention.bytes": "-5", "delete.retention.ms": "0", "file.delete.delay.ms": "1"},
+        {"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "10"},
     ],
 )
 def test_known_topic_configs(config: dict[str, str]) -> None:
@@ -203,17 +214,25 @@ def test_known_topic_configs(config: dict[str, str]) -> None:
 @pytest.mark.parametrize(
     ("config", "why"),
     [
-        ({"max.message.bytes": "1"}, "Unknown topic config name: max.message.bytes"),
-        ({"min.insync.replicas": "0"}, "at least 1"),
-        ({"min.insync.replicas": "two"}, "integer"),
-        ({"unclean.leader.election.enable": "yes"}, "true or false"),
-        ({"segment.bytes": "13"}, "at least 14"),
-        ({"retention.ms": "-2"}, "at least -1"),
-        ({"cleanup.policy": "forever"}, "delete and compact"),
+        # Messages are Kafka's (ConfigDef and LogConfig.validateNames).
+        ({"max.messages.bytes": "1"}, "Unknown topic config name: max.messages.bytes"),
+        ({"min.insync.replicas": "0"}, "Value must be at least 1"),
+        ({"min.insync.replicas": "two"}, "Not a number of type INT"),
+        ({"unclean.leader.election.enable": "yes"}, "Expected value to be either true or false"),
+        ({"segment.bytes": "13"}, "Value must be at least 14"),
+        ({"segment.bytes": "2147483648"}, "Not a number of type INT"),
+        ({"retention.ms": "-2"}, "Value must be at least -1"),
+        ({"cleanup.policy": "forever"}, "String must be one of: compact, delete"),
+        ({"compression.type": "brotli"}, "String must be one of: uncompressed, zstd"),
+        ({"message.timestamp.type": "Now"}, "String must be one of: CreateTime, LogAppendTime"),
+        ({"min.cleanable.dirty.ratio": "1.5"}, "Value must be no more than 1"),
+        ({"message.format.version": "2.7"}, "Version `2.7` is not a valid version"),
+        ({"leader.replication.throttled.replicas": "0-1"}, "literal '*' or a list of replicas"),
+        ({"min.compaction.lag.ms": "5", "max.compaction.lag.ms": "4"}, "conflict topic config"),
     ],
 )
 def test_bad_topic_configs(config: dict[str, str], why: str) -> None:
-    with pytest.raises(ApiError, match=why) as err:
+    with pytest.raises(ApiError, match=re.escape(why)) as err:
         validate_topic_config(config)
     assert err.value.code is ErrorCode.INVALID_CONFIG
 
@@ -228,3 +247,12 @@ def test_min_insync_replicas_falls_back_to_the_brokers_setting() -> None:
     assert min_insync_replicas({"min.insync.replicas": "2"}, broker_default=3) == 2
     assert min_insync_replicas({}, broker_default=3) == 3
     assert min_insync_replicas({}) == 1
+
+
+def test_added_partitions_are_numbered_on_from_the_existing_ones() -> None:
+    # AdminZkClient.addPartitions: start index and shift fixed at partition 0's first broker,
+    # partition ids from the existing count; the shift still steps at multiples of n.
+    got = assign_replicas_to_brokers(
+        [1, 2, 3], 2, 2, start_index=0, replica_shift=0, start_partition=2
+    )
+    assert got == {2: (3, 1), 3: (1, 3)}

@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from broker.fetch_session_cache import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
+from broker.fetch.session_cache import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from minibroker.core.errors import ErrorCode
 from minibroker.core.types import TopicPartition
 

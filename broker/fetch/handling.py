@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from broker.idle_followers import partitions_to_read
+from broker.fetch.idle_followers import partitions_to_read
 from broker.replica_manager import ReplicaManager
 from broker.types import FetchParams, FetchPartitionRequest, FetchPartitionResult
 from minibroker.core.errors import ErrorCode

@@ -12,7 +12,7 @@ is read and updated as usual.
 
 from __future__ import annotations
 
-from broker.fetch_session_cache import FetchSession
+from broker.fetch.session_cache import FetchSession
 from broker.partition_table import PartitionTable
 from broker.types import FetchPartitionRequest
 from minibroker.core.types import TopicPartition

@@ -4,10 +4,11 @@ Consumers read only below the HW; followers up to the LEO."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from broker.log.log import OffsetOutOfRange
 from broker.partition_table import PartitionTable
+from broker.replication.partition import Partition
 from broker.types import FetchParams, FetchPartitionRequest, FetchPartitionResult
 from minibroker.core.errors import ErrorCode
 from minibroker.core.types import TopicPartition
@@ -53,7 +54,9 @@ def _read_in_order(
     `results` has none yet) gets at least one whole batch."""
     any_data = any(r.records for r in results.values())
     for req in requests:
-        result = read_partition(partitions, req, params.is_follower, budget, not any_data)
+        result = read_partition(
+            partitions, req, params.is_follower, budget, not any_data, params.leader_throttle
+        )
         if result.error is ErrorCode.NONE:
             leader_leos[req.tp] = partitions[req.tp].log.log_end_offset
         results[req.tp] = result
@@ -67,6 +70,7 @@ def read_partition(
     is_follower: bool,
     budget: int,
     first_with_data: bool,
+    throttle: Callable[[TopicPartition, Partition], bool] | None = None,
 ) -> FetchPartitionResult:
     hosted = partitions.get(req.tp)
     if hosted is None:
@@ -81,6 +85,8 @@ def read_partition(
     max_bytes = min(req.max_bytes, budget)
     if max_bytes <= 0 and not first_with_data:
         return FetchPartitionResult(ErrorCode.NONE, hw, start)
+    if throttle is not None and throttle(req.tp, p):
+        return FetchPartitionResult(ErrorCode.NONE, hw, start)  # throttled: HW and start only
     try:
         data = log.read(req.fetch_offset, max(max_bytes, 1), None if is_follower else hw)
     except OffsetOutOfRange:
@@ -89,7 +95,11 @@ def read_partition(
 
 
 def readable_bytes(
-    partitions: PartitionTable, req: FetchPartitionRequest, is_follower: bool, up_to: int
+    partitions: PartitionTable,
+    req: FetchPartitionRequest,
+    is_follower: bool,
+    up_to: int,
+    throttle: Callable[[TopicPartition, Partition], bool] | None = None,
 ) -> int | None:
     """Bytes a waiting fetch could read from `req`'s partition now, counted up to about
     `up_to` (at least one whole batch when there is one); None if reading it would fail, which
@@ -103,5 +113,5 @@ def readable_bytes(
         if p.check_current_leader_epoch(req.current_leader_epoch) is not ErrorCode.NONE:
             return None
         return 0
-    result = read_partition(partitions, req, is_follower, min(up_to, req.max_bytes), True)
+    result = read_partition(partitions, req, is_follower, min(up_to, req.max_bytes), True, throttle)
     return None if result.error is not ErrorCode.NONE else len(result.records)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.fetch_session_builder import FetchPlan
+from broker.fetch.session_builder import FetchPlan
 from minibroker.rpc import broker_pb2
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.fetcher import FollowerFetcher
+from broker.fetch.fetcher import FollowerFetcher
 from broker.partition_table import FetcherServices, PartitionTable
 from minibroker.core.types import TopicPartition
 

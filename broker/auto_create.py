@@ -1,0 +1,53 @@
+"""Topics created on first use (`auto.create.topics.enable`, true in Kafka 2.6): a Metadata
+request that names an unknown topic and allows it (v4+'s allow_auto_topic_creation; always
+before v4) creates it with `num.partitions` and `default.replication.factor`, as Kafka's
+KafkaApis.getTopicMetadata does, and is answered LEADER_NOT_AVAILABLE until its leaders exist."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Iterable
+
+from broker.replica_manager import ReplicaManager
+from minibroker.client import admin_zk
+from minibroker.core.errors import ApiError, ErrorCode
+from minibroker.runtime import logging as slog
+from minibroker.runtime.zk_errors import ZkError
+
+_rng = random.Random()
+
+
+async def maybe_create(
+    rm: ReplicaManager, topics: Iterable[str], allowed: bool
+) -> dict[str, ErrorCode]:
+    """The error to answer for each topic this broker's metadata does not know:
+    LEADER_NOT_AVAILABLE once created (or being created), UNKNOWN_TOPIC_OR_PARTITION when
+    creation is not allowed, or the creation's own error (INVALID_TOPIC_EXCEPTION,
+    INVALID_REPLICATION_FACTOR, ...)."""
+    known = set(rm.metadata.topics())
+    out: dict[str, ErrorCode] = {}
+    enabled = allowed and rm.settings.get_bool("auto.create.topics.enable")
+    for topic in topics:
+        if topic in known:
+            continue
+        if not enabled:
+            out[topic] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        partitions = rm.settings.get_int("num.partitions")
+        replication = rm.settings.get_int("default.replication.factor")
+        try:
+            await asyncio.to_thread(
+                admin_zk.create_topic, rm.store, topic, partitions, replication, {}, _rng
+            )
+            slog.event(
+                "topic_auto_created", topic=topic, partitions=partitions,
+                replication_factor=replication,
+            )  # fmt: skip
+            out[topic] = ErrorCode.LEADER_NOT_AVAILABLE
+        except ApiError as exc:
+            exists = exc.code is ErrorCode.TOPIC_ALREADY_EXISTS
+            out[topic] = ErrorCode.LEADER_NOT_AVAILABLE if exists else exc.code
+        except ZkError:
+            out[topic] = ErrorCode.LEADER_NOT_AVAILABLE  # try again: the client will
+    return out

@@ -1,0 +1,181 @@
+"""Configs that change while the broker runs (Kafka's DynamicConfigManager with its
+ZkNodeChangeNotificationListener, `kafka/server/DynamicConfigManager.scala`).
+
+At start the broker reads `/config/brokers/<default>` and `/config/brokers/<id>`. Then every
+`/config/changes/config_change_<seq>` notification is handled once, in sequence order: its
+`entity_path` (`topics/<t>`, `brokers/<id>`, `brokers/<default>`) names the entity whose config
+is read again and applied to the hosted partitions (min.insync.replicas takes effect on the next
+produce; segment.bytes and max.message.bytes on the next roll and append; the replication
+throttles on the next fetch). Notifications older than 15 minutes are deleted, by every broker,
+as Kafka's listener purges them (`changeExpirationMs`). Each change is a `config_changed` event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from broker.partition_opener import log_options
+from broker.partition_table import PartitionTable
+from broker.topic_configs import TopicConfigs
+from minibroker.core.broker_config import DEFAULT_ENTITY
+from minibroker.core.zk_layout import (
+    ConfigEntityChangeNotificationSequenceZNode,
+    ConfigEntityChangeNotificationZNode,
+    ConfigEntityZNode,
+    ZNodeFormatError,
+    sequence_number,
+)
+from minibroker.runtime import logging as slog
+from minibroker.runtime.clock import now_ms
+from minibroker.runtime.settings import Settings
+from minibroker.runtime.zk_store import ZkError, ZkNoNode, ZkStore
+
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's ZkNodeChangeNotificationListener default
+
+
+class DynamicConfigManager:
+    def __init__(
+        self,
+        store: ZkStore,
+        settings: Settings,
+        broker_id: int,
+        partitions: PartitionTable,
+        topic_configs: TopicConfigs,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.broker_id = broker_id
+        self.partitions = partitions
+        self.topic_configs = topic_configs
+        self._last_seq = -1
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Apply the dynamic broker configs in ZooKeeper now, then follow the notifications."""
+        await self._reload_broker_configs(cause="startup")
+        loop = asyncio.get_running_loop()
+
+        def changed(_children: list[str]) -> None:
+            loop.call_soon_threadsafe(self._wake.set)
+
+        await asyncio.to_thread(
+            self.store.watch_children, ConfigEntityChangeNotificationZNode.path, changed
+        )
+        self._task = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._process_notifications()
+            except ZkError as exc:  # connection trouble: the next change or reconnection retries
+                slog.event("config_change_failed", logging.WARNING, error=str(exc))
+                await asyncio.sleep(1)
+                self._wake.set()
+
+    async def _process_notifications(self) -> None:
+        path = ConfigEntityChangeNotificationZNode.path
+        children = await asyncio.to_thread(self.store.children, path)
+        prefix = ConfigEntityChangeNotificationSequenceZNode.prefix
+        fresh = sorted(
+            (sequence_number(c, prefix), c)
+            for c in children
+            if c.startswith(prefix) and c[len(prefix) :].isdigit()
+        )
+        todo = [(seq, c) for seq, c in fresh if seq > self._last_seq]
+        if todo:
+            got = await asyncio.to_thread(self.store.get_many, [f"{path}/{c}" for _, c in todo])
+            for seq, child in todo:
+                found = got.get(f"{path}/{child}")
+                if found is not None:
+                    await self._handle(child, found[0])
+                self._last_seq = seq
+        await self._purge_obsolete(path, [c for _, c in fresh])
+
+    async def _handle(self, child: str, data: bytes | None) -> None:
+        try:
+            entity_path = ConfigEntityChangeNotificationSequenceZNode.decode(data)
+        except ZNodeFormatError as exc:
+            slog.event("config_change_ignored", logging.WARNING, node=child, error=str(exc))
+            return
+        entity_type, _, name = entity_path.partition("/")
+        if entity_type == "topics" and name:
+            await self._reload_topic(name, node=child)
+        elif entity_type == "brokers" and name in (DEFAULT_ENTITY, str(self.broker_id)):
+            await self._reload_broker_configs(cause=child)
+        # Other brokers' configs, users and clients (quotas) are not this broker's to apply.
+
+    async def _reload_topic(self, topic: str, node: str) -> None:
+        if not any(tp.topic == topic for tp in self.partitions):
+            self.topic_configs.forget(topic)  # read afresh if a partition of it comes
+            return
+        overrides = await asyncio.to_thread(self._read, "topics", topic)
+        changed = self.topic_configs.set(topic, overrides)
+        self._apply(topic)
+        slog.event(
+            "config_changed",
+            entity_type="topics",
+            entity_name=topic,
+            config=overrides,
+            changed={k: list(v) for k, v in changed.items()},
+            node=node,
+        )
+
+    async def _reload_broker_configs(self, cause: str) -> None:
+        default = await asyncio.to_thread(self._read, "brokers", DEFAULT_ENTITY)
+        own = await asyncio.to_thread(self._read, "brokers", str(self.broker_id))
+        changed = self.settings.apply_dynamic(default, own)
+        for topic in {tp.topic for tp in self.partitions}:
+            self._apply(topic)
+        if changed or cause != "startup":
+            slog.event(
+                "config_changed",
+                entity_type="brokers",
+                entity_name=str(self.broker_id),
+                config={"<default>": default, str(self.broker_id): own},
+                changed={k: list(v) for k, v in changed.items()},
+                node=cause,
+            )
+
+    def _apply(self, topic: str) -> None:
+        min_isr = self.topic_configs.min_insync_replicas(topic)
+        options = log_options(self.topic_configs, topic)
+        for tp, hosted in self.partitions.items():
+            if tp.topic == topic:
+                hosted.partition.min_insync_replicas = min_isr
+                hosted.log.reconfigure(**options)
+
+    def _read(self, entity_type: str, name: str) -> dict[str, str]:
+        got = self.store.get_or_none(ConfigEntityZNode.path(entity_type, name))
+        if got is None or not got[0]:
+            return {}
+        try:
+            return ConfigEntityZNode.decode(got[0])
+        except ZNodeFormatError as exc:
+            slog.event(
+                "config_change_ignored", logging.WARNING, entity=f"{entity_type}/{name}",
+                error=str(exc),
+            )  # fmt: skip
+            return {}
+
+    async def _purge_obsolete(self, path: str, children: list[str]) -> None:
+        """Delete notifications older than CHANGE_EXPIRATION_MS (every broker tries; a node
+        another broker deleted first is simply gone)."""
+        if not children:
+            return
+        got = await asyncio.to_thread(self.store.get_many, [f"{path}/{c}" for c in children])
+        cutoff = now_ms() - CHANGE_EXPIRATION_MS
+        old = [p for p, found in got.items() if found is not None and found[1].ctime_ms < cutoff]
+        for p in old:
+            with contextlib.suppress(ZkNoNode, ZkError):
+                await asyncio.to_thread(self.store.delete, p)

@@ -1,0 +1,67 @@
+"""A leader's offset look-ups: ListOffsets (earliest, latest, by timestamp) and
+OffsetsForLeaderEpoch (reference §4.4, §4.5), over the broker's hosted partitions."""
+
+from __future__ import annotations
+
+from broker.partition_table import HostedPartition, PartitionTable
+from broker.types import EpochEndOffsetResult, ListOffsetResult
+from minibroker.core.errors import ErrorCode
+from minibroker.core.types import TopicPartition
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+
+
+def leader_or_error(
+    partitions: PartitionTable, tp: TopicPartition, current_leader_epoch: int | None
+) -> HostedPartition | ErrorCode:
+    hosted = partitions.get(tp)
+    if hosted is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    error = hosted.partition.check_current_leader_epoch(current_leader_epoch)
+    if error is ErrorCode.NONE and not hosted.partition.is_leader:
+        error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return hosted if error is ErrorCode.NONE else error
+
+
+def list_offset(
+    partitions: PartitionTable,
+    tp: TopicPartition,
+    timestamp: int,
+    current_leader_epoch: int | None,
+    replica_id: int,
+) -> ListOffsetResult:
+    found = leader_or_error(partitions, tp, current_leader_epoch)
+    if isinstance(found, ErrorCode):
+        return ListOffsetResult(found)
+    p, log = found.partition, found.log
+    if timestamp == EARLIEST_TIMESTAMP:
+        return ListOffsetResult(ErrorCode.NONE, log.log_start_offset, -1, p.leader_epoch)
+    if timestamp == LATEST_TIMESTAMP:
+        if replica_id >= 0:  # a follower asks for the leader's LEO (reference §4.5)
+            return ListOffsetResult(ErrorCode.NONE, log.log_end_offset, -1, p.leader_epoch)
+        error, offset = p.latest_offset_for_clients()
+        return ListOffsetResult(error, offset, -1, p.leader_epoch)
+    if timestamp < 0:
+        return ListOffsetResult(ErrorCode.INVALID_REQUEST)
+    # No time index: the first committed batch whose max timestamp reaches the target.
+    for batch in log.batches():
+        if batch.max_timestamp >= timestamp and batch.base_offset < p.high_watermark:
+            return ListOffsetResult(
+                ErrorCode.NONE, batch.base_offset, batch.max_timestamp, p.leader_epoch
+            )
+    return ListOffsetResult(ErrorCode.NONE, -1, -1, p.leader_epoch)
+
+
+def last_offset_for_leader_epoch(
+    partitions: PartitionTable,
+    tp: TopicPartition,
+    leader_epoch: int,
+    current_leader_epoch: int | None,
+) -> EpochEndOffsetResult:
+    """OffsetsForLeaderEpoch on the leader (reference §4.4, leader side)."""
+    found = leader_or_error(partitions, tp, current_leader_epoch)
+    if isinstance(found, ErrorCode):
+        return EpochEndOffsetResult(found)
+    epoch, end = found.log.epoch_cache.end_offset_for(leader_epoch, found.log.log_end_offset)
+    return EpochEndOffsetResult(ErrorCode.NONE, epoch, end)

@@ -1,0 +1,199 @@
+"""Every setting minibroker knows: Kafka's property names with Kafka 2.6's defaults (reference
+§7.1), this project's own `minibroker.*` ones, and the timing profiles. Settings
+(minibroker.runtime.settings) resolves them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_ZK_CONNECT = "127.0.0.1:2181"
+LONG_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class Property:
+    name: str
+    type: type
+    default: Any
+    doc: str
+
+
+# A log's append touches its active segment and index: a few more for recovery threads.
+MIN_OPEN_FILES = 4
+
+_P = Property
+PROPERTIES: tuple[Property, ...] = (
+    _P("broker.id", int, -1, "this broker's id (brokers only)"),
+    _P("listeners", str, "PLAINTEXT://127.0.0.1:9092", "where the broker's gRPC server listens"),
+    _P("advertised.listeners", str, "", "what the broker registers; empty = listeners"),
+    _P(
+        "listener.security.protocol.map",
+        str,
+        "PLAINTEXT:PLAINTEXT,KAFKA:PLAINTEXT",
+        "listener name -> protocol; all PLAINTEXT (gRPC, or Kafka's own on KAFKA*)",
+    ),
+    _P(
+        "inter.broker.listener.name",
+        str,
+        "",
+        "the listener brokers and controllers use to reach brokers; empty = the first",
+    ),
+    _P("broker.rack", str, "", "rack written into the registration; empty = none"),
+    _P("log.dirs", str, "/tmp/minibroker-logs", "the broker's log directory"),
+    _P("zookeeper.connect", str, DEFAULT_ZK_CONNECT, "ZooKeeper connect string"),
+    _P("zookeeper.session.timeout.ms", int, 18000, "ZooKeeper session timeout"),
+    _P("zookeeper.connection.timeout.ms", int, 0, "wait for a connection; 0 = session timeout"),
+    _P("zookeeper.max.in.flight.requests", int, 10, "pipelined ZooKeeper requests unanswered"),
+    _P("replica.lag.time.max.ms", int, 30000, "follower lag before it leaves the ISR"),
+    _P("replica.fetch.wait.max.ms", int, 500, "follower fetch max wait"),
+    _P("replica.fetch.min.bytes", int, 1, ""),
+    _P("replica.fetch.max.bytes", int, 1048576, "per partition"),
+    _P("replica.fetch.response.max.bytes", int, 10485760, ""),
+    _P("replica.fetch.backoff.ms", int, 1000, "follower backoff after a fetch error"),
+    _P("replica.socket.timeout.ms", int, 30000, ""),
+    _P(
+        "max.incremental.fetch.session.cache.slots",
+        int,
+        1000,
+        "fetch sessions a leader keeps (KIP-227); 0 = every fetch names every partition",
+    ),
+    _P("num.replica.fetchers", int, 1, ""),
+    _P("replica.high.watermark.checkpoint.interval.ms", int, 5000, ""),
+    _P("min.insync.replicas", int, 1, "topic-overridable; counts the leader"),
+    _P("unclean.leader.election.enable", bool, False, "topic-overridable"),
+    _P("controller.socket.timeout.ms", int, 30000, ""),
+    _P("default.replication.factor", int, 1, "replication factor of topics created without one"),
+    _P("num.partitions", int, 1, "partitions of a topic created without a count"),
+    _P("auto.create.topics.enable", bool, True, "a Metadata request creates unknown topics"),
+    _P("message.max.bytes", int, 1048588, "largest record batch a broker accepts"),
+    _P("fetch.max.bytes", int, 57671680, "most a broker returns for one fetch (KIP-541)"),
+    _P("socket.request.max.bytes", int, 104857600, "largest request on a Kafka listener"),
+    _P("group.min.session.timeout.ms", int, 6000, "shortest session a group member may ask"),
+    _P("group.max.session.timeout.ms", int, 1800000, "longest session a group member may ask"),
+    _P("group.initial.rebalance.delay.ms", int, 3000, "an empty group waits this for members"),
+    _P(
+        "connections.max.idle.ms",
+        int,
+        600000,
+        "a Kafka listener's connection idle this long closes",
+    ),
+    _P("log.segment.bytes", int, 1073741824, "segment size before a roll"),
+    # The broker-level synonyms of the other topic configs (Kafka's TopicConfigSynonyms), with
+    # Kafka 2.6's effective defaults: a topic without an override takes these, and each may be
+    # changed at run time in /config/brokers (minibroker.core.broker_config). The README lists
+    # those minibroker does not act on yet.
+    _P("log.cleanup.policy", str, "delete", "topic default of cleanup.policy"),
+    _P("compression.type", str, "producer", "topic default of compression.type"),
+    _P("log.cleaner.delete.retention.ms", int, 86400000, "topic default of delete.retention.ms"),
+    _P("log.segment.delete.delay.ms", int, 60000, "topic default of file.delete.delay.ms"),
+    _P("log.flush.interval.messages", int, LONG_MAX, "topic default of flush.messages"),
+    _P("log.flush.interval.ms", int, LONG_MAX, "topic default of flush.ms"),
+    _P("log.index.interval.bytes", int, 4096, "topic default of index.interval.bytes"),
+    _P("log.cleaner.max.compaction.lag.ms", int, LONG_MAX, "topic max.compaction.lag.ms"),
+    _P("log.cleaner.min.compaction.lag.ms", int, 0, "topic default of min.compaction.lag.ms"),
+    _P("log.cleaner.min.cleanable.ratio", float, 0.5, "topic min.cleanable.dirty.ratio"),
+    _P("log.message.downconversion.enable", bool, True, "topic message.downconversion.enable"),
+    _P("log.message.format.version", str, "2.6-IV0", "topic default of message.format.version"),
+    _P(
+        "log.message.timestamp.difference.max.ms",
+        int,
+        LONG_MAX,
+        "topic default of message.timestamp.difference.max.ms",
+    ),
+    _P("log.message.timestamp.type", str, "CreateTime", "topic message.timestamp.type"),
+    _P("log.preallocate", bool, False, "topic default of preallocate"),
+    _P("log.retention.bytes", int, -1, "topic default of retention.bytes"),
+    _P("log.retention.ms", int, 604800000, "topic default of retention.ms"),
+    _P("log.index.size.max.bytes", int, 10485760, "topic default of segment.index.bytes"),
+    _P("log.roll.jitter.ms", int, 0, "topic default of segment.jitter.ms"),
+    _P("log.roll.ms", int, 604800000, "topic default of segment.ms"),
+    # Replication quotas (KIP-73): the rates exist only dynamically in Kafka (set them with
+    # AlterConfigs or `minibroker configs`); the window is Kafka's ReplicationQuotaManagerConfig.
+    _P("leader.replication.throttled.rate", int, LONG_MAX, "bytes/s a leader sends throttled"),
+    _P("follower.replication.throttled.rate", int, LONG_MAX, "bytes/s followers fetch throttled"),
+    _P(
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+        int,
+        LONG_MAX,
+        "accepted for Kafka's tools; minibroker has one log dir per broker",
+    ),
+    _P("replication.quota.window.num", int, 11, "samples of the replication quotas' rate"),
+    _P("replication.quota.window.size.seconds", int, 1, "length of one sample"),
+    _P("delete.topic.enable", bool, True, ""),
+    _P("controlled.shutdown.enable", bool, True, ""),
+    _P("controlled.shutdown.max.retries", int, 3, ""),
+    _P("controlled.shutdown.retry.backoff.ms", int, 5000, ""),
+    _P("auto.leader.rebalance.enable", bool, True, ""),
+    _P("leader.imbalance.check.interval.seconds", int, 300, ""),
+    _P("leader.imbalance.per.broker.percentage", int, 10, ""),
+    # Kafka hard-codes these three in ReplicaManager (2.7 moves them into a config object with
+    # the same defaults); here they are settable so tests need not wait 5-7.5 s (reference §3.2).
+    _P("minibroker.isr.change.propagation.interval.ms", int, 2500, "isr-change check period"),
+    _P("minibroker.isr.change.propagation.blackout.ms", int, 5000, "quiet time before propagating"),
+    _P(
+        "minibroker.isr.change.propagation.max.delay.ms",
+        int,
+        60000,
+        "propagate at least this often",
+    ),
+    _P(
+        "minibroker.replica.fetch.linger.ms",
+        int,
+        10,
+        "a leader holds a follower's fetch this long for more records once some arrived, "
+        "unless an acks=all produce waits on them (fewer fetch round trips under load)",
+    ),
+    _P(
+        "minibroker.log.max.open.files",
+        int,
+        1000,
+        "segment and index files a broker keeps open, least recently used closed first",
+    ),
+    _P("minibroker.controller.id", int, -1, "this controller's id (controllers only)"),
+    _P(
+        "minibroker.controller.listeners",
+        str,
+        "PLAINTEXT://127.0.0.1:0",
+        "where the controller's gRPC server listens (Kafka's listeners syntax)",
+    ),
+    _P(
+        "minibroker.controller.advertised.listeners",
+        str,
+        "",
+        "what the controller publishes in /minibroker/controllers/<id>; empty = listeners",
+    ),
+    _P("minibroker.metrics.port", int, 0, "Prometheus metrics port; 0 = off"),
+    _P(
+        "minibroker.metrics.host",
+        str,
+        "127.0.0.1",
+        "address the metrics endpoint binds; 0.0.0.0 in containers, whose ports are published",
+    ),
+    _P(
+        "minibroker.test.planted.bug",
+        str,
+        "",
+        "TEST ONLY: a known-wrong replication rule, to prove the checkers catch it "
+        "(hw-from-all-replicas, truncate-to-hw, shrink-on-no-fetch); empty = Kafka's rules",
+    ),
+)
+PROPERTY_BY_NAME: Mapping[str, Property] = {p.name: p for p in PROPERTIES}
+
+# Timing profiles. "kafka" is Kafka 2.6's defaults. "demo" makes failover a matter of seconds:
+# a stalled follower leaves the ISR after 3-4.5 s (isr-expiration runs every lag/2, reference
+# §3.1) and a killed broker's session expires after 6 s. The session outlives the lag, so a
+# paused follower is first removed by its leader (the seeds' story), not by the controller.
+PROFILES: Mapping[str, Mapping[str, Any]] = {
+    "kafka": {},
+    "demo": {
+        "zookeeper.session.timeout.ms": 6000,
+        "replica.lag.time.max.ms": 3000,
+        "replica.fetch.wait.max.ms": 500,
+        "replica.fetch.backoff.ms": 500,
+        "controlled.shutdown.retry.backoff.ms": 1000,
+        "replica.high.watermark.checkpoint.interval.ms": 1000,
+    },
+}
+DEFAULT_PROFILE = "kafka"
