@@ -118,13 +118,25 @@ print(tools.group(0) if tools else "grpcio-tools")
 print("setuptools>=77")
 EOF
 want=$(cat "$STATE/requirements.txt" | sha256sum | cut -c1-16)
+# Wheels built once per machine and requirements, kept outside the checkout: another clone (CI's
+# clean one) copies the very same files, so Docker's cache of the layers that install them holds
+# (wheels built again from source differ in their bytes, and every layer after them would not).
+CACHE="${MINIBROKER_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/minibroker/wheels}/$want"
 if [ "$(cat "$STATE/wheels.stamp" 2>/dev/null)" = "$want" ] && ls deploy/wheels/*.whl >/dev/null 2>&1; then
   say "wheelhouse: up to date"
+elif ls "$CACHE"/*.whl >/dev/null 2>&1; then
+  say "wheelhouse: copied from $CACHE"
+  find deploy/wheels -name '*.whl' -delete
+  cp -p "$CACHE"/*.whl deploy/wheels/
+  echo "$want" > "$STATE/wheels.stamp"
 else
   say "wheelhouse: pip wheel into deploy/wheels (first time: a few minutes, pyspark is ~400 MB)"
   find deploy/wheels -name '*.whl' -delete
   "$PYTHON" -m pip wheel -q --disable-pip-version-check -w deploy/wheels -r "$STATE/requirements.txt"
   echo "$want" > "$STATE/wheels.stamp"
+  if mkdir -p "$CACHE.tmp.$$" 2>/dev/null && cp -p deploy/wheels/*.whl "$CACHE.tmp.$$"/; then
+    rm -rf "$CACHE" && mv "$CACHE.tmp.$$" "$CACHE" || rm -rf "$CACHE.tmp.$$"
+  fi
 fi
 
 # ---- the project's images ----------------------------------------------------------------------
