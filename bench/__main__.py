@@ -1,4 +1,4 @@
-"""`python -m bench all|raw|load|nats|failover|scale|dashboard [options]`: `all` runs every
+"""`python -m bench all|raw|load|nats|failover|scale|dashboard|reassign [options]`: `all` runs every
 benchmark and rewrites BENCHMARKS.md; the others run one benchmark and print its tables."""
 
 from __future__ import annotations
@@ -7,7 +7,16 @@ import argparse
 import sys
 from types import ModuleType
 
-from bench import dashboard, failover, minibroker_load, nats_peer, raw_grpc, scale, suite
+from bench import (
+    dashboard,
+    failover,
+    minibroker_load,
+    nats_peer,
+    raw_grpc,
+    reassign,
+    scale,
+    suite,
+)
 from bench.common import MissingDependency
 from minibroker.runtime.malloc_tuning import tune_malloc
 
@@ -19,6 +28,7 @@ COMMANDS: dict[str, ModuleType] = {
     "failover": failover,
     "scale": scale,
     "dashboard": dashboard,
+    "reassign": reassign,
 }
 
 

@@ -45,7 +45,7 @@ def _metadata(address: str, topic: str) -> Any:
         return stub.Metadata(broker_pb2.MetadataRequest(topics=[topic]), timeout=5)
 
 
-def _ready_leaders(
+def ready_leaders(
     address: str, topic: str, partitions: int, replicas: int
 ) -> dict[int, str] | None:
     """Each partition's leader address once every partition has a leader and a full ISR."""
@@ -90,7 +90,7 @@ def add_topic(
     found: dict[int, str] = {}
 
     def ready() -> bool:
-        found.update(_ready_leaders(address, topic, partitions, replicas) or {})
+        found.update(ready_leaders(address, topic, partitions, replicas) or {})
         return len(found) == partitions
 
     wait_until(ready, timeout_s=30, what=f"topic {topic}'s leaders and ISRs")

@@ -61,8 +61,12 @@ if ! zk_found; then
 fi
 
 # --browser (the test command): Debian's chromium and chromedriver for the dashboard's browser
-# tests; a browser download at install time cannot work on these machines.
+# tests; a browser download at install time cannot work on these machines. And Debian's kcat,
+# the Kafka command-line client whose `kcat -L` the Kafka listener's tests run.
 if [ "${1:-}" = "--browser" ] && ! { [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; }; then
   apt_install "a browser for the dashboard tests" chromium chromium-driver
+fi
+if [ "${1:-}" = "--browser" ] && ! command -v kcat >/dev/null 2>&1; then
+  apt_install "kcat for the Kafka client tests" kcat
 fi
 echo "bootstrap: ready (.venv, ZooKeeper${1:+, chromium})"

@@ -71,8 +71,14 @@ def _add_wait_arguments(p: argparse.ArgumentParser, what: str) -> None:
 def _add_create(tsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = tsub.add_parser("create", help="write a topic's config and replica assignment")
     p.add_argument("topic")
-    p.add_argument("--partitions", type=int, required=True)
-    p.add_argument("--replication-factor", type=int, required=True)
+    p.add_argument("--partitions", type=int, help="how many (or give --replica-assignment)")
+    p.add_argument("--replication-factor", type=int, help="replicas of each partition")
+    p.add_argument(
+        "--replica-assignment",
+        metavar="B:B,B:B",
+        help="kafka-topics' explicit assignment: per partition (comma-separated) its brokers "
+        "(colon-separated), the first the preferred leader; instead of the two counts",
+    )
     p.add_argument(
         "--config",
         action="append",
@@ -144,13 +150,35 @@ def _add_alter(tsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 # ---- the commands ------------------------------------------------------------------------------
 
 
+def parse_replica_assignment(text: str) -> dict[int, tuple[int, ...]]:
+    """kafka-topics' `--replica-assignment 1:2,2:3`: partition p's brokers, in order."""
+    out = {}
+    for p, part in enumerate(text.split(",")):
+        brokers = [b.strip() for b in part.split(":")]
+        if not all(b.isdigit() for b in brokers):
+            raise ClusterError(
+                f"--replica-assignment: partition {p} is {part!r}; give broker ids joined by "
+                "':' for each partition, partitions joined by ',' (e.g. 1:2,2:3)"
+            )
+        out[p] = tuple(int(b) for b in brokers)
+    return out
+
+
 def cmd_create(args: argparse.Namespace) -> int:
     config = parse_config_pairs(args.config)
+    explicit = None
+    if args.replica_assignment:
+        explicit = parse_replica_assignment(args.replica_assignment)
+    if explicit is not None and (args.partitions or args.replication_factor):
+        raise ClusterError("give --replica-assignment or the two counts, not both")
+    if explicit is None and (args.partitions is None or args.replication_factor is None):
+        raise ClusterError("give --partitions and --replication-factor, or --replica-assignment")
     with zk_session(zk_connect(args)) as zk:
         try:
             create_topic(
-                zk, args.topic, args.partitions, args.replication_factor, config, random.Random()
-            )
+                zk, args.topic, args.partitions or 0, args.replication_factor or 0, config,
+                random.Random(), replica_assignment=explicit,
+            )  # fmt: skip
             print(f"Created topic {args.topic}.", flush=True)
         except ApiError as exc:
             # Kafka's --if-not-exists: an existing topic is silently accepted.

@@ -138,11 +138,22 @@ _SENTENCES: dict[str, Callable[[Event], str]] = {
     "config_changed": lambda e: (
         f"{e.get('entity_type')}/{e.get('entity_name')} config: "
         + (
-            ", ".join(f"{k} {v[0]}→{v[1]}" for k, v in (e.get("changed") or {}).items())
+            ", ".join(
+                f"{k} {_config_value(v[0])}→{_config_value(v[1])}"
+                for k, v in (e.get("changed") or {}).items()
+            )
             or "applied"
         )
     ),
 }
+
+
+def _config_value(value: object) -> str:
+    """A config value as a reader wants it: Long.MAX_VALUE (a throttle's rate when none is
+    set, ConfigDef's default) is "unlimited", an empty one "(unset)"."""
+    if value in ("", None):
+        return "(unset)"
+    return "unlimited" if str(value) == str(2**63 - 1) else str(value)
 
 
 # The events that tell the replication story, for views that show it alone (the dashboard's

@@ -5,13 +5,19 @@ from __future__ import annotations
 import difflib
 
 import minibroker.scenarios.catalog_network as catalog_network
+import minibroker.scenarios.catalog_operations as catalog_operations
 import minibroker.scenarios.catalog_process as catalog_process
 import minibroker.scenarios.catalog_special as catalog_special
 from minibroker.scenarios.scenario import Scenario
 
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
-    for s in [*catalog_process.SCENARIOS, *catalog_special.SCENARIOS, *catalog_network.SCENARIOS]
+    for s in [
+        *catalog_process.SCENARIOS,
+        *catalog_special.SCENARIOS,
+        *catalog_network.SCENARIOS,
+        *catalog_operations.SCENARIOS,
+    ]
 }
 
 

@@ -16,6 +16,7 @@ from minibroker.chaos import ChaosBackend, NetworkFault, perform, resolve_target
 from minibroker.chaos.backend import node_name
 from minibroker.runtime.clock import now_ms
 from minibroker.runtime.waiting import WaitTimeout, wait_until
+from minibroker.runtime.zk_store import ZkStore
 from minibroker.scenarios.history import PartitionStateChange
 from minibroker.scenarios.timeline import Timeline
 from minibroker.scenarios.workload import Workload
@@ -67,6 +68,7 @@ class ScenarioContext:
         recorder: ZkRecorder,
         workload: Workload,
         timing: Timing,
+        zk_connect: str = "",
     ) -> None:
         self.topic = topic
         self.cluster_dir = cluster_dir
@@ -79,6 +81,21 @@ class ScenarioContext:
         self.partitions = workload.partitions
         self.checks: list[Check] = []
         self.network_faulted: set[str] = set()
+        self.zk_connect = zk_connect
+        self._zk: ZkStore | None = None
+
+    def zk(self) -> ZkStore:
+        """A ZooKeeper session of the scenario's own, for the admin writes of the operations
+        scenarios (reassignments, configs, deletions); closed by `close`."""
+        if self._zk is None:
+            self._zk = ZkStore(self.zk_connect, session_timeout_ms=10_000)
+            self._zk.start()
+        return self._zk
+
+    def close(self) -> None:
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk = None
 
     # ---- who is who now ----------------------------------------------------------------------
 

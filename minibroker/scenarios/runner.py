@@ -177,7 +177,7 @@ def _run_on(
         ctx = ScenarioContext(
             topic=TOPIC, cluster_dir=d, chaos=ProcessBackend(d), rng=random.Random(rng.random()),
             timeline=timeline, recorder=recorder, workload=workload,
-            timing=fast_timing(scenario.cluster_settings),
+            timing=fast_timing(scenario.cluster_settings), zk_connect=state.zk_connect,
         )  # fmt: skip
         try:
             _settle(ctx, "the topic is fully replicated")
@@ -185,7 +185,10 @@ def _run_on(
             ctx.wait_acks(more=60)
         except ScenarioStepFailed as exc:
             raise ClusterError(f"the cluster did not start taking records: {exc}") from None
-        errors = _exercise(ctx, scenario)
+        try:
+            errors = _exercise(ctx, scenario)
+        finally:
+            ctx.close()
         errors += _validate(ctx, state)
         return Report(
             scenario.name, scenario.description, options.seed, options.planted_bug, str(d),

@@ -65,6 +65,33 @@ class Page:
         )
         return got
 
+    def replicas(self, key: str) -> dict[str, dict[str, str]]:
+        """One partition row's replica cells: each broker's data- attributes and its text."""
+        got: dict[str, dict[str, str]] = self.driver.execute_script(
+            """
+            const out = {};
+            const tr = document.querySelector(`#partitions tr[data-key='${arguments[0]}']`);
+            if (!tr) return out;
+            out.row = {reassigning: tr.dataset.reassigning, throttled: tr.dataset.throttled,
+                       replicas: tr.children[3].textContent};
+            for (const td of tr.querySelectorAll('[data-broker]'))
+              out[td.dataset.broker] = {...td.dataset, text: td.textContent};
+            return out;
+            """,
+            key,
+        )
+        return got
+
+    def throttles(self) -> dict[str, str]:
+        """The broker table's replication-throttle cell of each broker."""
+        got: dict[str, str] = self.driver.execute_script(
+            "const out = {};"
+            "for (const tr of document.querySelectorAll('#brokers tr[data-broker-id]'))"
+            "  out[tr.dataset.brokerId] = tr.querySelector('[data-throttle]').textContent;"
+            "return out;"
+        )
+        return got
+
     def event_names(self) -> list[str]:
         names: list[str] = self.driver.execute_script(
             "return [...document.querySelectorAll('#events tr[data-event]')]"

@@ -42,8 +42,9 @@ LAG_MS = 3000  # the demo profile's replica.lag.time.max.ms
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     d = tmp_path_factory.mktemp("dash") / "cluster"
     # The demo profile: a 3 s replica lag and a 6 s session, so a paused follower leaves the
-    # ISR by its leader's shrink, before its session expires.
-    with running_cluster(d) as state:
+    # ISR by its leader's shrink, before its session expires. Follower fetches of at most 16 KiB
+    # a partition: a throttled new replica is then held back after its first fetch.
+    with running_cluster(d, "--set", "replica.fetch.max.bytes=16384") as state:
         zk = ZkStore(state.zk_connect, session_timeout_ms=5000)
         zk.start()
         try:
@@ -172,8 +173,66 @@ def test_a_fault_button_kills_the_leader_and_the_page_shows_the_new_one(
     assert (
         r[0] == 409 and "Traceback" not in r[1]["message"] and f"broker-{leader}" in r[1]["message"]
     )
+    # A replica whose broker is down says so, and since when: no lag, no "last caught up".
+    cells = page.replicas(key)
+    assert cells[leader]["live"] == "false" and "down since" in cells[leader]["text"], cells
     cluster.cli("cluster", "start", f"broker-{leader}")
     assert console_errors(d) == []
+
+
+def test_a_throttled_reassignment_shows_the_new_replica_catching_up_outside_the_isr(
+    cluster: Cluster, page: Page, tmp_path: Path
+) -> None:
+    """Issue 26: the dashboard shows a move as it happens: the adding and removing replicas
+    marked, the new replica's LEO climbing while it is outside the ISR, its entry into the
+    ISR, and the throttle in force."""
+    key = "moving-0"
+    cluster.cli("topics", "create", "moving", "--replica-assignment", "1:2", "--wait")
+    subprocess.run(
+        [sys.executable, "-m", "minibroker.cli.main", "produce", "moving", "--acks", "all",
+         "--dir", str(cluster.dir)],
+        input="".join(f"record {i:06d} {'x' * 80}\n" for i in range(2000)),
+        text=True, check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    plan = tmp_path / "move.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "moving", "partition": 0, "replicas": [3, 2]}]}))  # fmt: skip
+    # 20 kB/s against ~180 kB: the new replica takes a few seconds, fetch after fetch.
+    cluster.cli("topics", "reassign", "--execute", "--reassignment-json-file", str(plan),
+                "--throttle", "20000")  # fmt: skip
+    row = f"#partitions tr[data-key='{key}']"
+    page.driver.execute_script(f"document.querySelector(`{row}`).click()")
+    leos: list[int] = []
+
+    def climbing() -> bool:
+        cells = page.replicas(key)
+        new = cells.get("3", {})
+        if cells.get("row", {}).get("reassigning") != "true" or new.get("inIsr") != "false":
+            return False
+        if new.get("adding") != "true" or cells.get("1", {}).get("removing") != "true":
+            return False
+        leo = int(new["leo"]) if new.get("leo") else 0
+        if not leos or leo > leos[-1]:
+            leos.append(leo)
+        return len(leos) >= 3  # the new replica's LEO grew twice while outside the ISR
+
+    wait_until(climbing, timeout_s=30, what=f"broker 3's LEO climbing outside {key}'s ISR")
+    assert any(text != "-" for text in page.throttles().values()), page.throttles()
+    page.shot("reassignment-throttled")
+    wait_until(
+        lambda: page.replicas(key).get("3", {}).get("inIsr") == "true",
+        timeout_s=60,
+        what="broker 3 in the ISR",
+    )
+    wait_until(
+        lambda: (
+            page.rows()[key]["isr"] in ("2,3",) and "reassignment_completed" in page.event_names()
+        ),
+        timeout_s=30,
+        what="the move complete on the page",
+    )
+    cluster.cli("topics", "reassign", "--verify", "--reassignment-json-file", str(plan))
+    assert console_errors(page.driver) == []
 
 
 def token(page: Page) -> str:

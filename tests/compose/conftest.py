@@ -31,3 +31,25 @@ def up_seconds(client: Any, block_env: dict[str, str]) -> Iterator[float]:
     """The seconds from the walkthrough's `up` to every service healthy."""
     with engine.cluster_up(client, block_env) as took:
         yield took
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call":
+        item.stash[_FAILED] = report.failed
+    return report
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.fixture(autouse=True)
+def _restore_after_a_failure(
+    request: pytest.FixtureRequest, client: Any, block_env: dict[str, str], up_seconds: float
+) -> Iterator[None]:
+    """A test that fails midway may leave a broker killed, paused or cut off: bring every
+    service back before the next test, which would otherwise fail for the first one's reason."""
+    yield
+    if request.node.stash.get(_FAILED, False):
+        engine.restore(client, block_env)

@@ -166,6 +166,22 @@ def cluster_up(client: Any, env: dict[str, str]) -> Iterator[float]:
         assert left == [], f"left behind by the walkthrough's `down`: {left}"
 
 
+def restore(client: Any, env: dict[str, str]) -> None:
+    """After a test failed midway: every container running, unpaused and reconnected, and every
+    service healthy again, so that the package's later tests meet the cluster `up` made rather
+    than what the failed step left."""
+    where = {"label": f"{PROJECT_LABEL}={PROJECT}", "status": "paused"}
+    for c in client.containers.list(filters=where):
+        c.unpause()
+    for argv in (
+        [sys.executable, "-m", "minibroker.cli.main", "cluster", "heal", "--compose"],
+        [*(compose_command() or []), "-f", str(COMPOSE_FILE), "-p", PROJECT, "up", "-d"],
+        [sys.executable, "-m", "minibroker.cli.main", "cluster", "wait", "--compose"],
+    ):
+        subprocess.run(argv, env=env, capture_output=True, check=False, timeout=300,
+                       stdin=subprocess.DEVNULL)  # fmt: skip
+
+
 def logs(tail: int = 40) -> str:
     return compose("logs", "--no-color", "--tail", str(tail), check=False).stdout
 

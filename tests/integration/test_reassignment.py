@@ -251,7 +251,9 @@ def test_a_move_waits_for_a_killed_new_replica_and_finishes_when_it_returns(rc: 
     wait_until(lambda: not reassigning(rc, "waiting"), timeout_s=90,
                what="the move to finish once broker 3 is back")  # fmt: skip
     assert assignment_json(rc, "waiting")["partitions"] == {"0": [2, 3]}
-    assert rc.zk.exists(ReassignPartitionsZNode.path) is None
+    # B7 follows B6: the partition leaves the znode (deleted when empty) right after.
+    wait_until(lambda: rc.zk.exists(ReassignPartitionsZNode.path) is None, timeout_s=10,
+               what="/admin/reassign_partitions deleted")  # fmt: skip
     got = read_all(rc, "waiting")
     assert all(got.get(o) == v for o, v in {**acked, **more}.items())
 

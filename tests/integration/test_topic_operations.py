@@ -10,6 +10,7 @@ first use (testAutoCreateTopic), and the group tools (testConsumerGroups)."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -247,6 +248,58 @@ def test_list_describe_and_delete_groups_as_lag_tools_and_teardowns_do(oc: Clust
         assert admin.delete_groups(["lagging"]) == {"lagging": "GroupIdNotFoundError"}
 
 
+# ---- elections and log dirs ------------------------------------------------------------------
+
+
+def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(oc: Cluster) -> None:
+    from kafka.errors import ElectionNotNeededError
+
+    from tests.integration.kafka_wire import leader_of
+
+    oc.cli("topics", "create", "elected", "--replica-assignment", "1:2:3", "--wait")
+    oc.cli("cluster", "stop", "broker-1")  # controlled shutdown: broker 2 leads
+    oc.cli("cluster", "start", "broker-1")
+    wait_until(lambda: leader_of(oc, "elected", 0) == 2, timeout_s=30, what="broker 2 leading")
+    wait_until(
+        lambda: 1 in json.loads(oc.cli("topics", "describe", "elected", "--json").stdout)[0]["isr"],
+        timeout_s=30,
+        what="broker 1 back in the ISR",
+    )
+    with closing(admin_client(oc)) as admin:
+        admin.elect_leaders(0, {"elected": [0]}, timeout_ms=30_000)  # PREFERRED
+        assert leader_of(oc, "elected", 0) == 1
+        # Again: ELECTION_NOT_NEEDED, which the client does not raise.
+        response = admin.elect_leaders(0, {"elected": [0]}, raise_errors=False)
+    (result,) = response.replica_election_results
+    assert result.partition_result[0].error_code == ElectionNotNeededError.errno
+    events = [e for e in oc.log_events("controller-1") if e["event"] == "leader_elected"]
+    assert any(e.get("cause") == "admin_client" for e in events)
+
+
+def test_describe_log_dirs_gives_each_replicas_size(oc: Cluster) -> None:
+    from kafka import KafkaProducer
+
+    create_topic(oc, "sized", partitions=1)
+    with closing(KafkaProducer(bootstrap_servers=kafka_bootstrap(oc).split(","), acks="all")) as p:
+        for _ in range(50):
+            p.send("sized", b"x" * 1000, partition=0)
+        p.flush(30)
+    with closing(admin_client(oc)) as admin:
+        dirs = admin.describe_log_dirs({"sized": [0]})
+    # kafka-python: one entry per broker, its DescribeLogDirs results as dicts.
+    sizes = {
+        broker["broker"]: part["partition_size"]
+        for broker in dirs
+        for result in broker["log_dirs"]
+        if result["error_code"] == 0
+        for topic in result["topics"]
+        if topic["name"] == "sized"
+        for part in topic["partitions"]
+    }
+    assert sorted(sizes) == [1, 2, 3], dirs
+    assert all(size > 50_000 for size in sizes.values()), dirs
+
+
 # ---- topic deletion (last: it stops and starts a broker) ----------------------------------
 
 
@@ -260,10 +313,19 @@ def test_delete_topics_removes_every_trace_and_the_name_can_be_used_again(oc: Cl
         p.flush(30)
     with closing(admin_client(oc)) as admin:
         admin.delete_topics(["doomed"], timeout_ms=30_000)
-    wait_until(lambda: oc.zk.exists(TopicZNode.path("doomed")) is None, timeout_s=30,
-               what="the controller to finish deleting doomed")  # fmt: skip
-    assert oc.zk.exists("/admin/delete_topics/doomed") is None
-    assert oc.zk.exists(ConfigEntityZNode.path("topics", "doomed")) is None
+    # The topic's znode goes first, then its config and the request (completeDeleteTopic).
+    wait_until(
+        lambda: all(
+            oc.zk.exists(path) is None
+            for path in (
+                TopicZNode.path("doomed"),
+                ConfigEntityZNode.path("topics", "doomed"),
+                "/admin/delete_topics/doomed",
+            )
+        ),
+        timeout_s=30,
+        what="the controller to finish deleting doomed",
+    )
     for proc in oc.reload().by_role("broker"):
         dirs = list((Path(proc.data_dir) / "data").glob("doomed-*"))
         assert dirs == [], f"{proc.name} kept {dirs}"
@@ -298,3 +360,33 @@ def test_deletion_waits_for_an_offline_replica_and_resumes_when_it_returns(oc: C
                what="the deletion to finish once broker 3 is back")  # fmt: skip
     broker3 = oc.reload().process("broker-3")
     assert list((Path(broker3.data_dir) / "data").glob("patient-*")) == []
+
+
+def test_kcat_lists_brokers_topics_leaders_replicas_and_isrs(oc: Cluster) -> None:
+    """`kcat -L` (Debian's kcat, librdkafka's metadata) agrees with `topics describe`."""
+    import shutil
+    import subprocess
+
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        reason = "kcat is not installed (apt-get install kcat; the test command installs it)"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI=true and {reason}")
+        pytest.skip(reason)
+    create_topic(oc, "listed")
+    out = subprocess.run(
+        [kcat, "-b", kafka_bootstrap(oc), "-L", "-J", "-t", "listed"],
+        capture_output=True, text=True, timeout=30, check=True, stdin=subprocess.DEVNULL,
+    ).stdout  # fmt: skip
+    got = json.loads(out)
+    assert sorted(b["id"] for b in got["brokers"]) == [1, 2, 3]
+    (topic,) = got["topics"]
+    described = {
+        p["partition"]: p
+        for p in json.loads(oc.cli("topics", "describe", "listed", "--json").stdout)
+    }
+    for p in topic["partitions"]:
+        want = described[p["partition"]]
+        assert p["leader"] == want["leader"]
+        assert [r["id"] for r in p["replicas"]] == want["replicas"]
+        assert sorted(r["id"] for r in p["isrs"]) == sorted(want["isr"])

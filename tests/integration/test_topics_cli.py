@@ -113,8 +113,7 @@ def test_create_writes_kafkas_znodes_and_list_shows_the_topic(c: Cluster) -> Non
         ),
         (
             ("cfg", "--partitions", "1", "--replication-factor", "1", "--config", "x.y=1"),
-            "minibroker: INVALID_CONFIG: Unknown topic config name: x.y (known: cleanup.policy, "
-            "min.insync.replicas, retention.ms, segment.bytes, unclean.leader.election.enable)\n",
+            "minibroker: INVALID_CONFIG: Unknown topic config name: x.y\n",
         ),
     ],
 )
@@ -207,10 +206,12 @@ def test_describe_shows_zookeepers_state_and_the_brokers_offsets(c: Cluster) -> 
         "replicas": [1, 2, 3],
         "isr": list(states[0].isr),
         "replicas_state": [
-            {"broker": b, "log_end_offset": 3, "high_watermark": 3, "lag": 0, "reachable": True}
+            {"broker": b, "log_end_offset": 3, "high_watermark": 3, "lag": 0, "reachable": True,
+             "live": True, "adding": False, "removing": False}
             for b in (1, 2, 3)
         ],
-    }
+        "reassigning": False,
+    }  # fmt: skip
     unknown = topics(c, "describe", "nope", check=False)
     assert (unknown.returncode, unknown.stderr) == (
         1,
@@ -257,7 +258,10 @@ def test_describe_filters_with_a_stalled_follower(c: Cluster) -> None:
             False,
             None,
         )
-        assert stalled["lag"] > 0  # the leader saw it fetch before the pause, then moved on
+        if stalled["live"]:  # the leader saw it fetch before the pause, then moved on
+            assert stalled["lag"] > 0
+        else:  # its session expired too: a broker that is gone has no lag to show (issue 26)
+            assert stalled["lag"] is None
         (line,) = topics(c, "describe", "--under-replicated-partitions", T).stdout.splitlines()
         assert "\tIsr: 1,2\t" in line
         assert line.split("\tLogEndOffsets: ")[1].split("\t")[0].endswith(",?")

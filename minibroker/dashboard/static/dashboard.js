@@ -145,7 +145,9 @@ function fillRow(tr, p) {
   const [, leader, epoch, replicas, isr, cells] = tr.children;
   setText(leader, p.leader ?? "none");
   setText(epoch, p.leader_epoch ?? "-");
-  setText(replicas, p.replicas.join(",") + (p.reassigning ? " ⇄" : "") + (p.throttled ? " ⏱" : ""));
+  // Words, not symbols: a stopwatch glyph is missing from common fonts (Debian's chromium).
+  const marks = [p.reassigning ? "moving" : "", p.throttled ? "throttled" : ""].filter(Boolean);
+  setText(replicas, p.replicas.join(",") + (marks.length ? ` (${marks.join(", ")})` : ""));
   setText(isr, p.isr.join(","));
   while (cells.children.length > p.replicas_state.length) cells.lastChild.remove();
   while (cells.children.length < p.replicas_state.length) cells.append(el("span"));

@@ -54,10 +54,22 @@ def test_create_flags() -> None:
     assert (args.if_not_exists, args.wait, args.timeout_ms, args.zk) == (True, True, 500, "h:1")
 
 
-def test_create_needs_partitions_and_replication_factor(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit):
-        parse("topics", "create", "t", "--partitions", "3")
+def test_create_needs_both_counts_or_an_assignment(capsys: pytest.CaptureFixture[str]) -> None:
+    # Checked before ZooKeeper is contacted: port 1 is never dialled.
+    assert main(["topics", "create", "t", "--partitions", "3", "--zk", "127.0.0.1:1"]) == 1
     assert "--replication-factor" in capsys.readouterr().err
+    argv = ["topics", "create", "t", "--replica-assignment", "1:2", "--partitions", "1"]
+    assert main([*argv, "--zk", "127.0.0.1:1"]) == 1
+    assert "not both" in capsys.readouterr().err
+    assert (
+        main(["topics", "create", "t", "--replica-assignment", "1:x", "--zk", "127.0.0.1:1"]) == 1
+    )
+    assert "e.g. 1:2,2:3" in capsys.readouterr().err
+
+
+def test_replica_assignment_is_kafka_topics_format() -> None:
+    assert topics.parse_replica_assignment("1:2,2:3") == {0: (1, 2), 1: (2, 3)}
+    assert topics.parse_replica_assignment("3") == {0: (3,)}
 
 
 def test_list_and_describe_flags() -> None:

@@ -47,6 +47,24 @@ def test_update_metadata_propagation_says_to_whom_and_how_fast() -> None:
     assert line.endswith("UpdateMetadata to 1,2,3 in 14 ms after [isr_change_0000000003]")
 
 
+def test_a_throttle_change_reads_unlimited_and_unset_not_long_max_value() -> None:
+    line = render(
+        {
+            "ts": T,
+            "proc": "broker-2",
+            "event": "config_changed",
+            "entity_type": "brokers",
+            "entity_name": "2",
+            "changed": {
+                "leader.replication.throttled.rate": [str(2**63 - 1), "20000"],
+                "follower.replication.throttled.replicas": ["*", ""],
+            },
+        }
+    )
+    assert "brokers/2 config: leader.replication.throttled.rate unlimited→20000" in line
+    assert "follower.replication.throttled.replicas *→(unset)" in line
+
+
 def test_other_events_print_their_fields() -> None:
     line = render({"ts": T, "proc": "broker-2", "event": "zk_session_expired", "session_id": "0x1"})
     assert line.endswith("zk_session_expired           session_id=0x1")

@@ -28,6 +28,11 @@ ISSUE_NAMES = {
     "isolate-leader",
     "latency",
     "throttle",
+    # Issue 26: planned operations under faults.
+    "reassign-new-replica-killed",
+    "reassign-controller-failover",
+    "reassign-throttled-under-load",
+    "delete-with-offline-replica",
 }
 NEEDS_PROXY = {
     "zk-session-expiry",
