@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from minibroker.dashboard import probe
+from minibroker.runtime.waiting import wait_until
 
 
 def browser_or_skip() -> Any:
@@ -46,6 +47,29 @@ def get_json(url: str) -> Any:
 class Page:
     def __init__(self, driver: Any, url: str, shots: Path) -> None:
         self.driver, self.url, self.shots = driver, url, shots
+
+    def click(self, css: str, *, timeout_s: float = 5.0) -> None:
+        """Click the element CSS selects, found afresh on each try: the page re-renders its
+        tables every refresh, so an element found a moment ago may be gone (stale)."""
+        from selenium.common.exceptions import (
+            ElementClickInterceptedException,
+            NoSuchElementException,
+            StaleElementReferenceException,
+        )
+        from selenium.webdriver.common.by import By
+
+        def clicked() -> bool:
+            try:
+                self.driver.find_element(By.CSS_SELECTOR, css).click()
+            except (
+                StaleElementReferenceException,
+                NoSuchElementException,
+                ElementClickInterceptedException,
+            ):
+                return False
+            return True
+
+        wait_until(clicked, timeout_s=timeout_s, interval_s=0.05, what=f"a click on {css}")
 
     def rows(self) -> dict[str, dict[str, Any]]:
         """Every partition row's data- attributes and replica cells, read in one script."""

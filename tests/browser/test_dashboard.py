@@ -151,11 +151,9 @@ def test_a_fault_button_kills_the_leader_and_the_page_shows_the_new_one(
     before = page.rows()[key]
     leader = before["leader"]
     d = page.driver
-    d.find_element(
-        By.CSS_SELECTOR, f"button[data-action=kill][data-target=broker-{leader}]"
-    ).click()
+    page.click(f"button[data-action=kill][data-target=broker-{leader}]")
     wait_until(lambda: d.find_element(By.ID, "confirm").is_displayed(), timeout_s=5, what="dialog")
-    d.find_element(By.ID, "confirm-yes").click()
+    page.click("#confirm-yes")
     wait_until(
         lambda: (
             page.rows()[key]["leader"] not in (leader, "-1")
@@ -166,7 +164,10 @@ def test_a_fault_button_kills_the_leader_and_the_page_shows_the_new_one(
         what=f"a new leader of {key} (was {leader}, epoch {before['epoch']}) and its event",
     )
     toast = d.find_element(By.ID, "toast")
-    assert toast.get_attribute("data-ok") == "true" and f"kill: broker-{leader}" in toast.text
+    # textContent, not .text: the toast hides itself after 8 s, and a hidden element's .text
+    # is empty.
+    said = toast.get_attribute("textContent")
+    assert toast.get_attribute("data-ok") == "true" and f"kill: broker-{leader}" in said, said
     page.shot("leader-killed")
     # The same button again: the node is down, so the answer is a message, not a trace.
     r = post(page, {"action": "kill", "target": f"broker-{leader}"}, token=token(page))
