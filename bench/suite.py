@@ -1,6 +1,6 @@
 """`python -m bench all`: every side-by-side benchmark in one run, the goals judged against that
 run's figures, and BENCHMARKS.md rewritten with the tables, the command, the date and the
-machine. About 17 minutes on 2 cores; `--quick` is a shorter smoke run (fewer seconds per
+machine. About 18 minutes on 2 cores; `--quick` is a shorter smoke run (fewer seconds per
 case, one failover run, 200 partitions) that does not claim the goals' sample sizes.
 """
 
@@ -15,7 +15,16 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import dashboard, failover, minibroker_load, nats_peer, raw_grpc, report, scale
+from bench import (
+    dashboard,
+    failover,
+    minibroker_load,
+    nats_peer,
+    raw_grpc,
+    reassign,
+    report,
+    scale,
+)
 from bench.common import MissingDependency, Result, Section, format_header, format_row, md_table
 from bench.kafka_report import kafka_section
 
@@ -237,6 +246,7 @@ def judge(mb: list[Result], nats: list[Result], sections: Sequence[Section]) -> 
                 )
             )
     goals += dashboard_goals(figures)
+    goals += reassign_goals(figures)
     if nats:
         ratios = report.nats_ratios(mb, nats)
         goals.append(
@@ -286,6 +296,30 @@ def dashboard_goals(figures: dict[str, float]) -> list[report.Goal]:
     return goals
 
 
+def reassign_goals(figures: dict[str, float]) -> list[report.Goal]:
+    if "reassign.throttled_s" not in figures:
+        return []
+    took, expected = figures["reassign.throttled_s"], figures["reassign.expected_s"]
+    off = (took - expected) / expected
+    rate = figures["reassign.rate_mb"]
+    return [
+        report.Goal(
+            f"a throttled move ({figures['reassign.size_mb']:.0f} MB at {rate:g} MB/s) ÷ size/rate",
+            "within ±15%",
+            f"{took:.1f} s ÷ {expected:.1f} s = {took / expected:.2f}",
+            abs(off) <= 0.15,
+        ),
+        report.Goal(
+            "acks=all p99 on the same brokers: no move / unthrottled move / throttled move",
+            "printed, whatever it is",
+            f"{figures['reassign.p99_no_move_ms']:.1f} / "
+            f"{figures['reassign.p99_unthrottled_ms']:.1f} / "
+            f"{figures['reassign.p99_throttled_ms']:.1f} ms",
+            None,
+        ),
+    ]
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
     parser.add_argument("--out", type=Path, default=ROOT / "BENCHMARKS.md", help="file to rewrite")
@@ -319,6 +353,17 @@ def main(args: argparse.Namespace) -> None:
                 rounds=2 if args.quick else 12,
                 partitions=200 if args.quick else 1000,
             ),
+        ),
+        (
+            "reassign",
+            lambda: [
+                reassign.measure(
+                    size_mb=16 if args.quick else 64,
+                    rate_mb=8.0,
+                    load=200.0,
+                    seconds=3.0 if args.quick else 10.0,
+                )
+            ],
         ),
     ]
     for name, stage in stages:
