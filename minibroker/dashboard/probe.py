@@ -6,8 +6,11 @@ partition row showed which ISR (the page's contract: rows carry data-key and dat
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,7 +41,11 @@ DRAIN_JS = "const s = window.__seen || []; window.__seen = []; return s;"
 
 def headless_chromium() -> Any:
     """A selenium driver of headless chromium, with the browser's console kept (for
-    `console_errors`). ImportError without selenium; WebDriverException without chromium."""
+    `console_errors`). ImportError without selenium; WebDriverException without chromium.
+
+    Chromium and chromedriver make their profile and singleton-socket dirs under TMPDIR and
+    leave some behind when the browser is ended: they get a scratch TMPDIR of their own, which
+    the driver's `quit()` removes."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -48,7 +55,24 @@ def headless_chromium() -> Any:
                 "--window-size=1600,1000", "--disable-background-networking"):  # fmt: skip
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    scratch = tempfile.mkdtemp(prefix="minibroker-chromium-")
+    try:
+        driver = webdriver.Chrome(
+            service=Service(CHROMEDRIVER, env={**os.environ, "TMPDIR": scratch}), options=options
+        )
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    end_browser = driver.quit
+
+    def quit_and_clean() -> None:
+        try:
+            end_browser()
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    driver.quit = quit_and_clean  # type: ignore[method-assign]
+    return driver
 
 
 def seen(driver: Any) -> list[tuple[str, str, int]]:
