@@ -15,6 +15,8 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests import early_image_build
+
 settings.register_profile(
     "minibroker",
     deadline=None,
@@ -47,3 +49,16 @@ def no_kafka_client_outlives_its_test() -> Iterator[None]:
             break
         time.sleep(0.05)
     assert not left, f"Kafka client threads left running (close every client): {left}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    early_image_build.order_and_start(config, items)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    early_image_build.wait_before(item)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    early_image_build.stop(config)

@@ -300,6 +300,64 @@ def test_describe_log_dirs_gives_each_replicas_size(oc: Cluster) -> None:
     assert all(size > 50_000 for size in sizes.values()), dirs
 
 
+def test_confluent_kafkas_admin_client_creates_grows_lists_elects_and_deletes(
+    oc: Cluster,
+) -> None:
+    """The same operations through librdkafka's admin client, as a confluent-kafka
+    application's test suite makes them: create, more partitions, the group tools, a
+    preferred election that is not needed, delete (PlaintextAdminIntegrationTest's
+    testCreatePartitions, testConsumerGroups, testElectPreferredLeaders, testDeleteTopics)."""
+    from confluent_kafka import Consumer, ElectionType, KafkaError
+    from confluent_kafka import TopicPartition as ConfluentTP
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap(oc)})
+
+    def done(futures: dict[Any, Any]) -> dict[Any, Any]:
+        return {key: future.result(timeout=30) for key, future in futures.items()}
+
+    done(admin.create_topics([NewTopic("confluent-ops", 1, 3)], operation_timeout=30))
+    done(admin.create_partitions([NewPartitions("confluent-ops", 3)], operation_timeout=30))
+    wait_until(
+        lambda: len(admin.list_topics("confluent-ops", timeout=10).topics["confluent-ops"]
+                    .partitions) == 3,
+        timeout_s=30, what="confluent-ops with 3 partitions in the metadata",
+    )  # fmt: skip
+    znode = TopicZNode.decode("confluent-ops", oc.zk.get(TopicZNode.path("confluent-ops"))[0])
+    assert sorted(znode.partitions) == [0, 1, 2]
+
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap(oc), "group.id": "confluent-lag",
+                         "enable.auto.commit": False})  # fmt: skip
+    try:
+        consumer.commit(offsets=[ConfluentTP("confluent-ops", 0, 0)], asynchronous=False)
+    finally:
+        consumer.close()
+    listed = admin.list_consumer_groups().result(timeout=30)
+    assert "confluent-lag" in {g.group_id for g in listed.valid}, listed
+    (described,) = done(admin.describe_consumer_groups(["confluent-lag"])).values()
+    assert (described.group_id, described.state.name, described.members) == (
+        "confluent-lag", "EMPTY", []
+    )  # fmt: skip
+    done(admin.delete_consumer_groups(["confluent-lag"]))
+
+    # Every partition is led by its first replica: a preferred election is not needed.
+    elected = admin.elect_leaders(ElectionType.PREFERRED, [ConfluentTP("confluent-ops", 0)]).result(
+        timeout=30
+    )
+    (error,) = elected.values()
+    assert error is not None and error.code() == KafkaError.ELECTION_NOT_NEEDED, elected
+
+    done(admin.delete_topics(["confluent-ops"], operation_timeout=30))
+    wait_until(
+        lambda: (
+            oc.zk.exists(TopicZNode.path("confluent-ops")) is None
+            and oc.zk.exists("/admin/delete_topics/confluent-ops") is None
+        ),
+        timeout_s=30,
+        what="the controller to finish deleting confluent-ops",
+    )
+
+
 # ---- topic deletion (last: it stops and starts a broker) ----------------------------------
 
 
