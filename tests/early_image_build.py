@@ -98,9 +98,12 @@ def wait_before(item: pytest.Item) -> None:
     if build is None or rank(item.nodeid) == 0 or build.proc.returncode is not None:
         return
     said = build.wait()
+    # Said on the terminal, not into the test's captured output.
     reporter = item.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"\n{said}")
+    capture = item.config.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(said)
 
 
 def stop(config: pytest.Config) -> None:

@@ -184,7 +184,14 @@ def test_broker_reregisters_after_its_session_expires(c: Cluster) -> None:
         what="broker-3 to re-register",
     )
     assert new.czxid > old.czxid  # a new broker epoch
-    events = [e["event"] for e in c.log_events("broker-3")]
+
+    # The broker logs `broker_registered` once the znode is made: its line may follow the
+    # znode by a moment (CI read the log between the two).
+    def registered_twice() -> list[str] | None:
+        events = [e["event"] for e in c.log_events("broker-3")]
+        return events if events.count("broker_registered") >= 2 else None
+
+    events = wait_until(registered_twice, timeout_s=10, what="a second broker_registered")
     assert "zk_session_expired" in events
     assert events.count("broker_registered") == 2
 
