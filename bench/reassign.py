@@ -27,16 +27,13 @@ import grpc
 from bench.common import Section, md_table, percentiles
 from bench.load_cluster import Cluster, ready_leaders, running_cluster
 from bench.produce_loops import Targets, open_loop
-from minibroker.client import config_zk, controller_admin
+from minibroker.client import controller_admin, reassignment_throttles
 from minibroker.client.admin_zk import create_topic
 from minibroker.client.producer import Producer
-from minibroker.core.broker_config import FOLLOWER_THROTTLED_RATE, LEADER_THROTTLED_RATE
 from minibroker.core.records import NewRecord, build_batch
-from minibroker.core.topic_config import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS
 from minibroker.core.types import TopicPartition
 from minibroker.core.zk_layout import TopicZNode
 from minibroker.localcluster import ClusterState, zk_session
-from minibroker.runtime.properties import PROPERTY_BY_NAME
 from minibroker.runtime.waiting import wait_until
 from minibroker.runtime.zk_store import ZkStore
 
@@ -86,25 +83,6 @@ def _move(zk: ZkStore, target: list[int]) -> float:
     return time.perf_counter() - started
 
 
-def _throttle(zk: ZkStore, current: list[int], target: list[int], rate: int | None) -> None:
-    """As `kafka-reassign-partitions --throttle`: leader side on the current replicas, follower
-    side on the new ones, both rates on every broker taking part; None lifts them."""
-    topic = config_zk.read_entity_config(zk, "topics", MOVED.topic)
-    for key in (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS):
-        topic.pop(key, None)
-    if rate is not None:
-        topic[LEADER_THROTTLED_REPLICAS] = ",".join(f"0:{b}" for b in current)
-        topic[FOLLOWER_THROTTLED_REPLICAS] = ",".join(f"0:{b}" for b in target if b not in current)
-    config_zk.change_topic_config(zk, MOVED.topic, topic)
-    for broker in sorted(set(current) | set(target)):
-        config = config_zk.read_entity_config(zk, "brokers", str(broker))
-        for key in (LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE):
-            config.pop(key, None)
-            if rate is not None:
-                config[key] = str(rate)
-        config_zk.change_broker_config(zk, broker, config, PROPERTY_BY_NAME)
-
-
 async def _load(cluster: Cluster, load: float, seconds: float) -> tuple[int, list[float]]:
     channels: dict[str, grpc.aio.Channel] = {}
     try:
@@ -148,7 +126,8 @@ def measure(size_mb: int, rate_mb: float, load: float, seconds: float) -> Sectio
         with zk_session(state.zk_connect) as zk:
             phases = [_phase("no move", traffic_cluster, zk, load, seconds, None)]
             phases.append(_phase("unthrottled move", traffic_cluster, zk, load, seconds, [3, 2]))
-            _throttle(zk, [3, 2], [1, 3], rate)
+            # As `kafka-reassign-partitions --throttle`, lifted as `--verify` lifts it.
+            reassignment_throttles.set_throttles(zk, {MOVED: (3, 2)}, {MOVED: (1, 3)}, rate)
             try:
                 phases.append(
                     _phase(
@@ -161,7 +140,7 @@ def measure(size_mb: int, rate_mb: float, load: float, seconds: float) -> Sectio
                     )  # fmt: skip
                 )
             finally:
-                _throttle(zk, [3, 2], [1, 3], None)
+                reassignment_throttles.clear_throttles(zk, [MOVED.topic], [1, 2, 3])
     expected_s = written / rate
     throttled = phases[2].move_s or 0.0
     rows = [

@@ -23,21 +23,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from minibroker.cli.locate import add_locate_arguments, zk_connect
-from minibroker.client import config_zk, controller_admin, reassignment_plan
+from minibroker.client import controller_admin, reassignment_plan, reassignment_throttles
 from minibroker.client.admin_zk import all_topics, live_brokers, read_assignment
 from minibroker.client.controller_admin import ControllerUnavailable
 from minibroker.client.topic_changes_zk import proposal, request_reassignment
-from minibroker.core.broker_config import FOLLOWER_THROTTLED_RATE, LEADER_THROTTLED_RATE
 from minibroker.core.errors import ErrorCode
-from minibroker.core.topic_config import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS
 from minibroker.core.types import TopicPartition
 from minibroker.localcluster import ClusterError, zk_session
-from minibroker.runtime.properties import PROPERTY_BY_NAME
 from minibroker.runtime.zk_store import ZkStore
 
 T = TypeVar("T")
-THROTTLE_KEYS = (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS)
-RATE_KEYS = (LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE)
 
 
 def add_parser(tsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -143,7 +138,8 @@ def _execute(
     print(reassignment_plan.reassignment_json({tp: current[tp] for tp in target}))
     print("\nSave this to use as the --reassignment-json-file option during rollback")
     if throttle >= 0:
-        _set_throttles(zk, current, target, throttle)
+        reassignment_throttles.set_throttles(zk, current, target, throttle)
+        print(f"The inter-broker throttle limit was set to {throttle} B/s")
     if legacy:
         request_reassignment(zk, target)
     else:
@@ -157,21 +153,6 @@ def _execute(
     print("Successfully started partition reassignment" + ("s" if len(target) > 1 else "")
           + f" for {','.join(str(tp) for tp in sorted(target))}")  # fmt: skip
     return 0
-
-
-def _set_throttles(
-    zk: ZkStore, current: dict[TopicPartition, tuple[int, ...]],
-    target: dict[TopicPartition, tuple[int, ...]], rate: int,
-) -> None:  # fmt: skip
-    for topic, (leader, follower) in reassignment_plan.throttled_replicas(current, target).items():
-        config = config_zk.read_entity_config(zk, "topics", topic)
-        config.update({LEADER_THROTTLED_REPLICAS: leader, FOLLOWER_THROTTLED_REPLICAS: follower})
-        config_zk.change_topic_config(zk, topic, config)
-    for broker in sorted(reassignment_plan.reassigning_brokers(current, target)):
-        config = config_zk.read_entity_config(zk, "brokers", str(broker))
-        config.update({k: str(rate) for k in RATE_KEYS})
-        config_zk.change_broker_config(zk, broker, config, PROPERTY_BY_NAME)
-    print(f"The inter-broker throttle limit was set to {rate} B/s")
 
 
 def _verify(zk: ZkStore, target: dict[TopicPartition, tuple[int, ...]]) -> int:
@@ -190,19 +171,10 @@ def _verify(zk: ZkStore, target: dict[TopicPartition, tuple[int, ...]]) -> int:
                   f"{list(current.get(tp, ()))} rather than {list(replicas)}.")  # fmt: skip
             done = False
     if done:  # Kafka's tool clears every throttle once the moves are done
-        for topic in reassignment_plan.topics_of(target):
-            config = config_zk.read_entity_config(zk, "topics", topic)
-            if any(k in config for k in THROTTLE_KEYS):
-                kept = {k: v for k, v in config.items() if k not in THROTTLE_KEYS}
-                config_zk.change_topic_config(zk, topic, kept)
-        for broker in live_brokers(zk):
-            config = config_zk.read_entity_config(zk, "brokers", str(broker))
-            if any(k in config for k in RATE_KEYS):
-                kept = {k: v for k, v in config.items() if k not in RATE_KEYS}
-                config_zk.change_broker_config(zk, broker, kept, PROPERTY_BY_NAME)
-        print("Clearing broker-level throttles on brokers " + ",".join(map(str, live_brokers(zk))))
-        print("Clearing topic-level throttles on topic " + ",".join(
-            reassignment_plan.topics_of(target)))  # fmt: skip
+        topics, brokers = reassignment_plan.topics_of(target), live_brokers(zk)
+        reassignment_throttles.clear_throttles(zk, topics, brokers)
+        print("Clearing broker-level throttles on brokers " + ",".join(map(str, brokers)))
+        print("Clearing topic-level throttles on topic " + ",".join(topics))
     return 0 if done else 1
 
 

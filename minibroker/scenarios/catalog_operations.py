@@ -16,15 +16,12 @@ import asyncio
 import random
 from collections.abc import Sequence
 
-from minibroker.client import config_zk, controller_admin
+from minibroker.client import controller_admin, reassignment_throttles
 from minibroker.client.admin_zk import create_topic
 from minibroker.client.topic_changes_zk import mark_for_deletion
-from minibroker.core.broker_config import FOLLOWER_THROTTLED_RATE, LEADER_THROTTLED_RATE
 from minibroker.core.errors import ErrorCode
-from minibroker.core.topic_config import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS
 from minibroker.core.types import TopicPartition
 from minibroker.core.zk_layout import TopicZNode
-from minibroker.runtime.properties import PROPERTY_BY_NAME
 from minibroker.scenarios.context import ScenarioContext, ScenarioStepFailed
 from minibroker.scenarios.scenario import Scenario
 
@@ -83,38 +80,29 @@ def wait_moved(ctx: ScenarioContext, partition: int, target: Sequence[int]) -> N
     ctx.workload.history.assignment[partition] = tuple(target)
 
 
-def throttle(
-    ctx: ScenarioContext, bytes_per_s: int | None, partition: int = 0, moving: Sequence[int] = ()
-) -> None:
-    """Throttle a move as `kafka-reassign-partitions --throttle` does (None: lift it): the
-    partition's current replicas in leader.replication.throttled.replicas, the replicas being
-    added in follower.replication.throttled.replicas, and the rate on every broker
-    (ReassignPartitionsCommand; only those replicas count against the quota)."""
-    zk = ctx.zk()
-    topic = config_zk.read_entity_config(zk, "topics", ctx.topic)
-    default = config_zk.read_entity_config(zk, "brokers", "<default>")
-    current = [b for b in _replicas(ctx, partition) if b not in moving]
-    lists = {
-        LEADER_THROTTLED_REPLICAS: ",".join(f"{partition}:{b}" for b in current),
-        FOLLOWER_THROTTLED_REPLICAS: ",".join(f"{partition}:{b}" for b in moving),
-    }
-    for key, value in lists.items():
-        topic.pop(key, None)
-        if bytes_per_s is not None:
-            topic[key] = value
-    for key in (LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE):
-        default.pop(key, None)
-        if bytes_per_s is not None:
-            default[key] = str(bytes_per_s)
-    config_zk.change_topic_config(zk, ctx.topic, topic)
-    config_zk.change_broker_config(zk, None, default, PROPERTY_BY_NAME)
-    what = (
-        "lifted"
-        if bytes_per_s is None
-        else f"{bytes_per_s} B/s: leader replicas {lists[LEADER_THROTTLED_REPLICAS]}, "
-        f"follower replicas {lists[FOLLOWER_THROTTLED_REPLICAS]}"
+def throttle(ctx: ScenarioContext, bytes_per_s: int, partition: int, moving: int) -> None:
+    """Throttle the move that adds `moving` to the partition's replicas as
+    `kafka-reassign-partitions --throttle` does: the current replicas on the leader side, the
+    new one on the follower side, the rate on every broker taking part (only those replicas
+    count against the quota)."""
+    tp = TopicPartition(ctx.topic, partition)
+    current = _replicas(ctx, partition)
+    lists = reassignment_throttles.set_throttles(
+        ctx.zk(), {tp: current}, {tp: (moving, *current)}, bytes_per_s
     )
-    ctx.timeline.fault("throttle", ctx.topic, f"replication throttle {what}")
+    leader, follower = lists[ctx.topic]
+    ctx.timeline.fault(
+        "throttle", ctx.topic,
+        f"replication throttle {bytes_per_s} B/s: leader replicas {leader}, "
+        f"follower replicas {follower}",
+    )  # fmt: skip
+
+
+def lift_throttle(ctx: ScenarioContext) -> None:
+    """As `--verify` does once the move is done: every throttle of the topic and the brokers."""
+    brokers = {b for replicas in ctx.workload.history.assignment.values() for b in replicas}
+    reassignment_throttles.clear_throttles(ctx.zk(), [ctx.topic], sorted(brokers))
+    ctx.timeline.fault("throttle", ctx.topic, "replication throttle lifted")
 
 
 def _drop_and_readd(ctx: ScenarioContext, partition: int = 0) -> tuple[int, list[int]]:
@@ -125,7 +113,7 @@ def _drop_and_readd(ctx: ScenarioContext, partition: int = 0) -> tuple[int, list
     rest = [b for b in ctx.workload.history.assignment[partition] if b != victim]
     reassign(ctx, partition, rest, f"drop follower {victim}: its replica is deleted")
     wait_moved(ctx, partition, rest)
-    throttle(ctx, SLOW_BYTES_PER_S, partition, moving=[victim])
+    throttle(ctx, SLOW_BYTES_PER_S, partition, victim)
     target = [victim, *rest]
     reassign(ctx, partition, target, f"add {victim} back: a new replica outside the ISR")
     ctx.wait(lambda: _reassigning(ctx, partition) == (victim,), "the move in flight")
@@ -145,7 +133,7 @@ def new_replica_killed(ctx: ScenarioContext) -> None:
     ctx.wait_unregistered(victim)
     ctx.wait_acks(more=40, partitions=[0])  # the old replicas keep acknowledging
     ctx.expect(_reassigning(ctx, 0) == (victim,), "the move waits for the dead new replica")
-    throttle(ctx, None)
+    lift_throttle(ctx)
     ctx.act("start", ctx.broker_name(victim), "the new replica's broker returns")
     wait_moved(ctx, 0, target)
 
@@ -157,7 +145,7 @@ def controller_failover(ctx: ScenarioContext) -> None:
     old = ctx.recorder.controller_id()
     ctx.act("kill", ctx.controller(), "the active controller, mid-move")
     ctx.wait_controller_other_than(old if old is not None else -1)
-    throttle(ctx, None)
+    lift_throttle(ctx)
     wait_moved(ctx, 0, target)
 
 
@@ -171,7 +159,7 @@ def throttled_under_load(ctx: ScenarioContext) -> None:
         f"the throttled new replica {victim} stays outside the ISR",
     )
     ctx.wait_acks(more=60, partitions=[0])
-    throttle(ctx, None)
+    lift_throttle(ctx)
     wait_moved(ctx, 0, target)
 
 
