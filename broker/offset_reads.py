@@ -44,12 +44,15 @@ def list_offset(
         return ListOffsetResult(error, offset, -1, p.leader_epoch)
     if timestamp < 0:
         return ListOffsetResult(ErrorCode.INVALID_REQUEST)
-    # No time index: the first committed batch whose max timestamp reaches the target.
+    # No time index: the first committed batch whose max timestamp reaches the target, not
+    # before the log start offset (Kafka's fetchOffsetByTimestamp).
+    start = log.log_start_offset
     for batch in log.batches():
+        if batch.last_offset < start:
+            continue
         if batch.max_timestamp >= timestamp and batch.base_offset < p.high_watermark:
-            return ListOffsetResult(
-                ErrorCode.NONE, batch.base_offset, batch.max_timestamp, p.leader_epoch
-            )
+            offset = max(batch.base_offset, start)
+            return ListOffsetResult(ErrorCode.NONE, offset, batch.max_timestamp, p.leader_epoch)
     return ListOffsetResult(ErrorCode.NONE, -1, -1, p.leader_epoch)
 
 

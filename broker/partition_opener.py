@@ -10,9 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from broker.epoch_checkpoints import EpochCheckpointWriter
-from broker.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT, load_offsets_checkpoint
+from broker.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT
 from broker.log.file_pool import FilePool
 from broker.log.layout import open_log
+from broker.log_manager import load_checkpoint
 from broker.partition_table import HostedPartition, PartitionTable
 from broker.replication.partition import Partition
 from broker.topic_configs import TopicConfigs
@@ -32,17 +33,11 @@ MIN_SEGMENT_BYTES = 61
 def load_checkpointed_high_watermarks(log_dir: Path) -> dict[TopicPartition, int]:
     """The HW checkpoint of the log dir; an unreadable one is discarded with an event (every
     HW then starts at 0, clamped to its log, and is learned again from the leader)."""
-    checkpoint = log_dir / REPLICATION_OFFSET_CHECKPOINT
-    entries, unreadable = load_offsets_checkpoint(checkpoint)
-    if unreadable is not None:
-        slog.event(
-            "checkpoint_discarded",
-            logging.WARNING,
-            file=str(checkpoint),
-            error=unreadable,
-            action="high watermarks start at 0 and are learned again from the leaders",
-        )
-    return entries
+    return load_checkpoint(
+        log_dir,
+        REPLICATION_OFFSET_CHECKPOINT,
+        "high watermarks start at 0 and are learned again from the leaders",
+    )
 
 
 class PartitionOpener:
@@ -55,6 +50,7 @@ class PartitionOpener:
         store: ZkStore,
         partitions: PartitionTable,
         checkpointed_hw: dict[TopicPartition, int],
+        checkpointed_start: dict[TopicPartition, int],
         planted_bug: PlantedBug,
         now_ms: Callable[[], int],
         topic_configs: TopicConfigs,
@@ -65,6 +61,7 @@ class PartitionOpener:
         self.store = store
         self.partitions = partitions
         self.checkpointed_hw = checkpointed_hw
+        self.checkpointed_start = checkpointed_start
         self.planted_bug = planted_bug
         self.now_ms = now_ms
         self.topic_configs = topic_configs
@@ -84,6 +81,7 @@ class PartitionOpener:
             self.log_dir,
             tp,
             self.file_pool,
+            log_start_offset=self.checkpointed_start.get(tp, 0),
             **log_options(self.topic_configs, tp.topic),
         )
         log.defer_epoch_writes(self.epoch_writer.changed)
@@ -140,8 +138,10 @@ class PartitionOpener:
 
 
 def log_options(configs: TopicConfigs, topic: str) -> dict[str, int]:
-    """A log's sizes from its topic's effective configs."""
+    """A log's sizes and roll time from its topic's effective configs."""
     return {
         "segment_bytes": max(MIN_SEGMENT_BYTES, configs.int_value(topic, "segment.bytes")),
         "max_batch_bytes": configs.int_value(topic, "max.message.bytes"),
+        "segment_ms": configs.int_value(topic, "segment.ms"),
+        "segment_jitter_ms": configs.int_value(topic, "segment.jitter.ms"),
     }

@@ -15,13 +15,15 @@ import logging
 import shutil
 from pathlib import Path
 
-from broker import offset_reads
 from broker.delayed import AcksAllWaiters, DelayedFetch, DelayedProduce, Linger
+from broker.delete_records import RecordDeletion
 from broker.fetch import reads as fetch_reads
 from broker.fetch import session_cache as fetch_session_cache
 from broker.fetch.fetcher_manager import FetcherManager
 from broker.isr_tasks import IsrTasks
 from broker.log.layout import partition_dir
+from broker.log.log_types import wall_clock_ms
+from broker.log_manager import LogManager
 from broker.metadata_cache import LiveBroker, MetadataCache, PartitionMetadata
 from broker.metrics import BrokerMetrics
 from broker.partition_opener import PartitionOpener, load_checkpointed_high_watermarks
@@ -37,12 +39,10 @@ from broker.role_changes import make_follower, make_leader
 from broker.topic_configs import TopicConfigs
 from broker.types import (
     ControlHeader,
-    EpochEndOffsetResult,
     FetchParams,
     FetchPartitionRequest,
     FetchPartitionResult,
     LeaderAndIsrPartition,
-    ListOffsetResult,
     ProduceResult,
     StopReplicaPartition,
 )
@@ -99,6 +99,13 @@ class ReplicaManager:
         # does not forget them (Kafka keeps every log of the dir in its checkpoint).
         self.checkpointed_hw = load_checkpointed_high_watermarks(log_dir)
         self.topic_configs = TopicConfigs(settings, broker_id)
+        self.deletion = RecordDeletion(
+            self.partitions, self.topic_configs, self.metadata.is_alive, self.on_partition_changed
+        )
+        self.logs = LogManager(
+            self.partitions, self.topic_configs, settings, log_dir,
+            wall_clock_ms=wall_clock_ms, on_log_start_moved=self.on_partition_changed,
+        )  # fmt: skip
         self.quotas = ReplicationQuotas(settings, self.topic_configs, self.now_ms)
         services = FetcherServices(
             broker_id, settings, self.planted_bug, self.now_ms,
@@ -115,6 +122,7 @@ class ReplicaManager:
             store=store,
             partitions=self.partitions,
             checkpointed_hw=self.checkpointed_hw,
+            checkpointed_start=self.logs.checkpointed_start,
             planted_bug=self.planted_bug,
             now_ms=self.now_ms,
             topic_configs=self.topic_configs,
@@ -147,6 +155,7 @@ class ReplicaManager:
         self.fetch_sessions.mark_changed(tp)
         self.produce_purgatory.check(tp)
         self.fetch_purgatory.check(tp)
+        self.deletion.purgatory.check(tp)
 
     # ---- produce (reference §2.10, §3.6) --------------------------------------------------
 
@@ -262,6 +271,8 @@ class ReplicaManager:
     ) -> bool:
         """Reference §2.3 for one partition of a follower's fetch; whether the HW moved."""
         hosted = self.partitions[req.tp]
+        remote = hosted.partition.remote.get(follower)
+        start_before = remote.log_start_offset if remote is not None else None
         out = hosted.partition.update_follower_fetch_state(
             follower,
             fetch_offset=req.fetch_offset,
@@ -275,24 +286,9 @@ class ReplicaManager:
         if out.hw_changed:
             hw = hosted.partition.high_watermark
             slog.event("hw_advanced", tp=str(req.tp), high_watermark=hw, cause="follower_fetch")
-            self.on_partition_changed(req.tp)
+        if out.hw_changed or (remote is not None and remote.log_start_offset != start_before):
+            self.on_partition_changed(req.tp)  # a DeleteRecords may wait on its start offset
         return out.hw_changed
-
-    # ---- other reads (broker.offset_reads) -----------------------------------------------
-
-    def list_offset(
-        self, tp: TopicPartition, timestamp: int, current_leader_epoch: int | None, replica_id: int
-    ) -> ListOffsetResult:
-        return offset_reads.list_offset(
-            self.partitions, tp, timestamp, current_leader_epoch, replica_id
-        )
-
-    def last_offset_for_leader_epoch(
-        self, tp: TopicPartition, leader_epoch: int, current_leader_epoch: int | None
-    ) -> EpochEndOffsetResult:
-        return offset_reads.last_offset_for_leader_epoch(
-            self.partitions, tp, leader_epoch, current_leader_epoch
-        )
 
     # ---- control (reference §3.3, §3.4) ---------------------------------------------------
 
@@ -382,6 +378,7 @@ class ReplicaManager:
                     shutil.rmtree, partition_dir(self.log_dir, item.tp), ignore_errors=True
                 )
                 self.checkpointed_hw.pop(item.tp, None)
+                self.logs.forget(item.tp)
             errors[item.tp] = ErrorCode.NONE
             slog.event("replica_stopped", tp=str(item.tp), deleted=item.delete)
         return ErrorCode.NONE, errors

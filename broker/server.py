@@ -165,6 +165,7 @@ async def run_broker(settings: Settings) -> int:
         metrics_port=metrics_port,
     )
     rm.isr.start()
+    rm.logs.start()
     dynamic = DynamicConfigManager(store, settings, broker_id, rm.partitions, rm.topic_configs)
     registrar = BrokerRegistrar(store, registration, on_epoch)
     try:
@@ -189,6 +190,7 @@ async def run_broker(settings: Settings) -> int:
     await _stop_all(servers, 1.0)
     await rm.fetchers.stop()
     await rm.isr.stop()  # writes a last HW checkpoint
+    await rm.logs.stop()  # and log start offsets
     await rm.opener.epoch_writer.flush()  # and the leader-epoch checkpoints not yet written
     for hosted in list(rm.partitions.values()):
         await asyncio.to_thread(hosted.log.flush)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from broker import auto_create
+from broker import auto_create, offset_reads
 from broker.fetch.handling import MAX_WAIT_MS, FetchCall, handle_fetch
 from broker.fetch.session_cache import FINAL_EPOCH
 from broker.partition_table import HostedPartition
@@ -128,7 +128,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
             for t in request.topics:
                 out = response.topics.add(name=t.name)
                 for p in t.partitions:
-                    r = self.rm.list_offset(
+                    r = offset_reads.list_offset(
+                        self.rm.partitions,
                         TopicPartition(t.name, p.partition_index),
                         int(p.timestamp),
                         opt_field(p, "current_leader_epoch", -1),
@@ -156,7 +157,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
             for t in request.topics:
                 out = response.topics.add(topic=t.topic)
                 for p in t.partitions:
-                    r = self.rm.last_offset_for_leader_epoch(
+                    r = offset_reads.last_offset_for_leader_epoch(
+                        self.rm.partitions,
                         TopicPartition(t.topic, p.partition),
                         int(p.leader_epoch),
                         opt_field(p, "current_leader_epoch", -1),

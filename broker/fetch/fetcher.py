@@ -322,6 +322,7 @@ class FollowerFetcher:
             slog.event("follower_append_failed", logging.WARNING, tp=str(tp), error=str(exc))
             self._delay(tp, exc.code.name, exc.code)
             return
+        self._take_leader_log_start(tp, hosted, r.log_start_offset)
         st.fetch_offset = log.log_end_offset
         st.in_sync = r.high_watermark - st.fetch_offset <= 0
         self.services.record_fetched(tp, len(r.records))
@@ -334,6 +335,22 @@ class FollowerFetcher:
                 high_watermark=p.high_watermark,
                 cause="leader_hw",
             )
+
+    def _take_leader_log_start(
+        self, tp: TopicPartition, hosted: HostedPartition, leader_log_start: int
+    ) -> None:
+        """Kafka's processPartitionData: the follower's log start follows the leader's
+        (retention or DeleteRecords there), never past its own HW."""
+        log, hw = hosted.log, hosted.partition.high_watermark
+        before = log.log_start_offset
+        if leader_log_start > before and log.maybe_increment_log_start_offset(
+            min(leader_log_start, hw), hw
+        ):
+            self._moved.add(tp)  # the leader learns it from the next fetch
+            slog.event(
+                "log_start_offset_moved", tp=str(tp), log_start_offset=log.log_start_offset,
+                previous_log_start_offset=before, cause="leader",
+            )  # fmt: skip
 
     async def _out_of_range(
         self, tp: TopicPartition, st: FetchState, hosted: HostedPartition

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from broker.log.log import OffsetOutOfRange
+from broker.log.log_types import OffsetOutOfRange
 from broker.partition_table import PartitionTable
 from broker.replication.partition import Partition
 from broker.types import FetchParams, FetchPartitionRequest, FetchPartitionResult

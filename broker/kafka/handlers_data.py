@@ -13,6 +13,7 @@ from kafka.protocol.consumer.fetch import FetchResponse
 from kafka.protocol.consumer.offsets import ListOffsetsResponse, OffsetForLeaderEpochResponse
 from kafka.protocol.producer.produce import ProduceResponse
 
+from broker import offset_reads
 from broker.fetch.handling import FetchCall, handle_fetch
 from broker.fetch.session_cache import FINAL_EPOCH
 from broker.kafka.context import KafkaContext
@@ -135,7 +136,8 @@ async def handle_list_offsets(ctx: KafkaContext, request: Any, version: int) -> 
     for t in request.topics:
         parts = []
         for p in t.partitions:
-            r = ctx.rm.list_offset(
+            r = offset_reads.list_offset(
+                ctx.rm.partitions,
                 TopicPartition(t.name, p.partition_index),
                 int(p.timestamp),
                 _opt(p, "current_leader_epoch", version, 4),
@@ -159,7 +161,8 @@ async def handle_offset_for_leader_epoch(ctx: KafkaContext, request: Any, versio
     for t in request.topics:
         parts = []
         for p in t.partitions:
-            r = ctx.rm.last_offset_for_leader_epoch(
+            r = offset_reads.last_offset_for_leader_epoch(
+                ctx.rm.partitions,
                 TopicPartition(t.topic, p.partition),
                 int(p.leader_epoch),
                 _opt(p, "current_leader_epoch", version, 2),

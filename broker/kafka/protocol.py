@@ -33,6 +33,8 @@ from kafka.protocol.admin.topics import (
     CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     ElectLeadersRequest,
@@ -110,6 +112,7 @@ APIS: dict[int, Api] = {
         Api(ApiKey.DeleteGroups, DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
         # Kafka 2.6 serves 0-1; kafka-python's classes read 1 and up.
         Api(ApiKey.DescribeLogDirs, DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 1),
+        Api(ApiKey.DeleteRecords, DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
         Api(ApiKey.CreatePartitions, CreatePartitionsRequest, CreatePartitionsResponse, 0, 2),
         Api(ApiKey.ElectLeaders, ElectLeadersRequest, ElectLeadersResponse, 0, 2),
         Api(

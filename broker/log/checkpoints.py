@@ -14,6 +14,9 @@ from broker.replication.leader_epoch import EpochEntry
 from minibroker.core.types import TopicPartition
 
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+# Same format: <topic> <partition> <log start offset>, for logs whose start is past their first
+# segment's base (Kafka's LogManager.checkpointLogStartOffsetsInDir, reference ops §4).
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 CURRENT_VERSION = 0
 

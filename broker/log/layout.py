@@ -4,6 +4,7 @@ Kafka's layout (the broker-wide checkpoint files sit beside these directories)."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from broker.log.file_pool import FilePool
 from broker.log.log import Log
@@ -24,7 +25,7 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
 
 
 def open_log(
-    log_dir: Path, tp: TopicPartition, pool: FilePool | None = None, **options: int
+    log_dir: Path, tp: TopicPartition, pool: FilePool | None = None, **options: Any
 ) -> Log:
     """Open (and recover) the partition's log on disk, creating its directory if needed; its
     files' descriptors come from `pool` (the broker's), or a small pool of its own."""

@@ -9,48 +9,28 @@ batch_validation.py has passed it.
 from __future__ import annotations
 
 import bisect
-import dataclasses
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+import random
+from collections.abc import Callable, Sequence
 
 from broker.log.checkpoints import LEADER_EPOCH_CHECKPOINT, format_epochs
 from broker.log.index import ENTRY_SIZE, INT32_MAX
+from broker.log.log_types import WEEK_MS, AppendInfo, OffsetOutOfRange, wall_clock_ms
 from broker.log.producer_state import Duplicate, ProducerStateTable, Refusal
 from broker.log.recovery import load_epochs, recover_segments
+from broker.log.retention import SegmentView
 from broker.log.segment import (
     Segment,
     delete_segment_files,
     index_file_name,
     segment_file_name,
 )
-from broker.log.store import SegmentStore
+from broker.log.segment_reads import headers as segment_headers
+from broker.log.segment_reads import locate, whole_batches
+from broker.log.store import DELETED_SUFFIX, SegmentStore
 from broker.replication.leader_epoch import EpochEntry, LeaderEpochCache
-from minibroker.core import batch_validation, records
+from minibroker.core import batch_validation
 from minibroker.core.errors import ErrorCode
 from minibroker.core.records import HEADER_SIZE, NO_PRODUCER_ID, BatchHeader, RecordError
-
-
-class OffsetOutOfRange(Exception):
-    """A fetch offset below the log start or above the LEO."""
-
-    code = ErrorCode.OFFSET_OUT_OF_RANGE
-
-    def __init__(self, fetch_offset: int, log_start_offset: int, log_end_offset: int) -> None:
-        super().__init__(
-            f"fetch offset {fetch_offset} is out of range: log start offset {log_start_offset}, "
-            f"log end offset {log_end_offset}"
-        )
-        self.fetch_offset = fetch_offset
-        self.log_start_offset = log_start_offset
-        self.log_end_offset = log_end_offset
-
-
-@dataclass(frozen=True)
-class AppendInfo:
-    first_offset: int
-    last_offset: int
-    batch_count: int
-    size_bytes: int
 
 
 class Log:
@@ -63,6 +43,10 @@ class Log:
         segment_bytes: int = 1 << 30,
         index_interval_bytes: int = 4096,
         max_batch_bytes: int = 1048588,
+        log_start_offset: int = 0,
+        segment_ms: int = WEEK_MS,
+        segment_jitter_ms: int = 0,
+        clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
         # Positions are int32 in the index, as in Kafka (segment.bytes is an int there).
         if not HEADER_SIZE <= segment_bytes <= INT32_MAX:
@@ -71,17 +55,26 @@ class Log:
         self._segment_bytes = segment_bytes
         self._index_interval_bytes = index_interval_bytes
         self._max_batch_bytes = max_batch_bytes
+        self._segment_ms = segment_ms
+        self._segment_jitter_ms = segment_jitter_ms
+        self._clock = clock
         self._dirty: set[int] = set()  # base offsets of segments with bytes not yet flushed
         self._on_epochs_changed: Callable[[Log], None] | None = None
         self._pending_epochs: tuple[EpochEntry, ...] | None = None
         self._producer_state: ProducerStateTable | None = None  # read on first need
-        recovered = recover_segments(store, index_interval_bytes)
+        recovered = recover_segments(store, index_interval_bytes, log_start_offset)
         self._segments: list[Segment] = recovered.segments
         # The store may hold bytes an earlier process never flushed; the first flush must
         # cover them too.
         self._dirty.update(s.base_offset for s in self._segments)
+        opened = clock()
+        for segment in self._segments:
+            segment.created_ms = opened
         if not self._segments:
-            self._segments.append(self._create_segment(0))
+            self._segments.append(self._create_segment(log_start_offset))
+        # Kafka's Log: max(checkpointed, first segment's base); the bytes before it stay in
+        # the first segment until retention deletes that segment whole.
+        self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
         entries, rebuilt = load_epochs(store, recovered)
         if rebuilt:
             self._write_epochs(tuple(entries))
@@ -93,6 +86,8 @@ class Log:
                 f"{LEADER_EPOCH_CHECKPOINT}: dropped entries at or past the log end offset "
                 f"{self.log_end_offset}"
             )
+        # Kafka's Log: the earliest epoch may not have been written before a hard stop.
+        self.epoch_cache.truncate_from_start(self._log_start_offset)
         # What opening the log had to repair, one sentence each (the broker logs them).
         self.repairs: tuple[str, ...] = tuple(recovered.repairs)
 
@@ -100,7 +95,9 @@ class Log:
 
     @property
     def log_start_offset(self) -> int:
-        return self._segments[0].base_offset
+        """The first offset a reader may ask for (Kafka's logStartOffset): the first segment's
+        base, or past it after DeleteRecords or a follower taking its leader's."""
+        return self._log_start_offset
 
     @property
     def log_end_offset(self) -> int:
@@ -141,7 +138,9 @@ class Log:
     # ---- segment files ----
 
     def _create_segment(self, base_offset: int) -> Segment:
-        segment = Segment.empty(base_offset, self._index_interval_bytes)
+        segment = Segment.empty(base_offset, self._index_interval_bytes, self._clock())
+        if self._segment_jitter_ms > 0:  # Kafka's LogSegment.rollJitterMs, drawn per segment
+            segment.roll_jitter_ms = random.randrange(self._segment_jitter_ms)
         for name in (segment.log_name, segment.index_name):
             self._store.delete(name)  # a stale file of that name would corrupt the new segment
             self._store.append(name, b"")
@@ -204,23 +203,10 @@ class Log:
         if self._producer_state is None:
             table = ProducerStateTable()
             for segment in self._segments:
-                table.record(self._headers(segment))
+                table.record(segment_headers(self._store, segment))
+            table.truncate_head(self._log_start_offset)
             self._producer_state = table
         return self._producer_state
-
-    def _headers(self, segment: Segment) -> Iterator[BatchHeader]:
-        """A segment's batch headers, read a chunk at a time (batches' bodies skipped)."""
-        position = 0
-        while position < segment.size:
-            buf = self._store.read(segment.log_name, position, 1 << 20)
-            at = 0
-            while at + HEADER_SIZE <= len(buf):
-                h = records.read_header(buf, at)
-                yield h
-                at += h.size
-            if at == 0:
-                break
-            position += at
 
     def _append(self, data: bytes, headers: Sequence[BatchHeader]) -> AppendInfo:
         if len(data) > self._segment_bytes:
@@ -230,9 +216,15 @@ class Log:
                 f"{len(data)} bytes of batches exceed segment.bytes={self._segment_bytes}",
             )
         active = self._segments[-1]
-        if self._should_roll(active, len(data), headers[-1].last_offset):
+        max_timestamp = max(h.max_timestamp for h in headers)
+        rolls = active.should_roll(
+            len(data), headers[-1].last_offset, max_timestamp,
+            segment_bytes=self._segment_bytes, segment_ms=self._segment_ms, clock=self._clock,
+        )  # fmt: skip
+        if rolls:
             active = self._create_segment(self.log_end_offset)
             self._segments.append(active)
+        active.note_batch(max_timestamp)
         start = active.size
         self._store.append(active.log_name, data)
         index_bytes = b"".join(
@@ -249,13 +241,10 @@ class Log:
         assert self.log_end_offset == headers[-1].last_offset + 1
         return AppendInfo(headers[0].base_offset, headers[-1].last_offset, len(headers), len(data))
 
-    def _should_roll(self, active: Segment, size: int, last_offset: int) -> bool:
-        """Roll before an append that would overflow the segment's size or its int32
-        relative offsets; an empty segment always takes the append."""
-        if active.size == 0:
-            return False
-        too_big = active.size + size > self._segment_bytes
-        return too_big or last_offset - active.base_offset > INT32_MAX
+    def roll(self) -> None:
+        """Start a new empty active segment at the log end offset (unless it is empty)."""
+        if self._segments[-1].size > 0:
+            self._segments.append(self._create_segment(self.log_end_offset))
 
     # ---- reads ----
 
@@ -274,7 +263,7 @@ class Log:
         parts: list[bytes] = []
         budget = max_bytes
         for segment in self._segments[i:]:
-            data = self._whole_batches(segment, position, budget, limit, min_one=not parts)
+            data = whole_batches(self._store, segment, position, budget, limit, min_one=not parts)
             if data:
                 parts.append(data)
             budget -= len(data)
@@ -289,49 +278,11 @@ class Log:
         return bisect.bisect_right(self._segments, offset, key=lambda s: s.base_offset) - 1
 
     def _locate(self, segment: Segment, offset: int) -> BatchHeader:
-        """The header (position within the segment) of the batch holding `offset`. The index
-        puts us within about one index interval of it, so one read usually suffices."""
-        position = segment.index.lookup(offset)
-        chunk_bytes = self._index_interval_bytes + HEADER_SIZE
-        while position < segment.size:
-            buf = self._store.read(segment.log_name, position, chunk_bytes)
-            at = 0
-            while at + HEADER_SIZE <= len(buf):
-                h = records.read_header(buf, at)
-                if h.last_offset >= offset:
-                    return dataclasses.replace(h, position=position + at)
-                at += h.size
-            if at == 0:
-                break
-            position += at  # the next header, possibly past a large batch we did not read
-        raise AssertionError(f"offset {offset} not found in segment {segment.base_offset}")
-
-    def _whole_batches(
-        self, segment: Segment, position: int, budget: int, limit: int, *, min_one: bool
-    ) -> bytes:
-        """The whole batches from `position` that fit in `budget` bytes and end below
-        `limit`; with `min_one`, the first such batch even if it alone exceeds the budget."""
-        buf = self._store.read(segment.log_name, position, min(budget, segment.size - position))
-        end = 0
-        while end + HEADER_SIZE <= len(buf):
-            h = records.read_header(buf, end)
-            if h.last_offset >= limit or end + h.size > len(buf):
-                break
-            end += h.size
-        if end == 0 and min_one:
-            first = records.read_header(
-                self._store.read(segment.log_name, position, HEADER_SIZE), 0
-            )
-            if first.last_offset < limit:
-                return self._store.read(segment.log_name, position, first.size)
-        return buf if end == len(buf) else buf[:end]
+        return locate(self._store, segment, offset, self._index_interval_bytes)
 
     def batches(self) -> list[BatchHeader]:
         """Every batch header in the log, positions relative to its segment (diagnostics)."""
-        out: list[BatchHeader] = []
-        for segment in self._segments:
-            out.extend(records.iter_batches(self._store.read(segment.log_name, 0, segment.size)))
-        return out
+        return [h for segment in self._segments for h in segment_headers(self._store, segment)]
 
     # ---- truncation and durability ----
 
@@ -340,10 +291,11 @@ class Log:
         whole, so the LEO may end below it). Called when a follower truncates (reference §4.4)."""
         if offset >= self.log_end_offset:
             return
-        if offset < self.log_start_offset:
+        if offset < self._segments[0].base_offset:
             # Kafka's Log.truncateTo does the same when the target precedes every segment.
             self.truncate_fully_and_start_at(offset)
             return
+        self._log_start_offset = min(offset, self._log_start_offset)
         i = self._segment_index(offset)
         self._delete_files([s.base_offset for s in self._segments[i + 1 :]])
         del self._segments[i + 1 :]
@@ -364,17 +316,68 @@ class Log:
         (a follower whose leader's log starts past its LEO, reference §4.5)."""
         self._delete_files([s.base_offset for s in self._segments])
         self._segments = [self._create_segment(offset)]
+        self._log_start_offset = offset
         self.epoch_cache.clear()
         if self._producer_state is not None:
             self._producer_state.clear()
 
-    def reconfigure(self, *, segment_bytes: int, max_batch_bytes: int) -> None:
+    def reconfigure(
+        self,
+        *,
+        segment_bytes: int,
+        max_batch_bytes: int,
+        segment_ms: int = WEEK_MS,
+        segment_jitter_ms: int = 0,
+    ) -> None:
         """New sizes from a topic config change (Kafka's Log.updateConfig): the next roll and
         the next append use them; nothing written changes."""
         if not HEADER_SIZE <= segment_bytes <= INT32_MAX:
             raise ValueError(f"segment_bytes={segment_bytes} must be in [61, 2^31-1]")
         self._segment_bytes = segment_bytes
         self._max_batch_bytes = max_batch_bytes
+        self._segment_ms = segment_ms
+        self._segment_jitter_ms = segment_jitter_ms
+
+    # ---- the log start offset and retention (Kafka's Log.deleteOldSegments) ----
+
+    def maybe_increment_log_start_offset(self, offset: int, high_watermark: int) -> bool:
+        """Move the log start offset forward to `offset` (DeleteRecords, a follower taking its
+        leader's, retention): never past the HW (Kafka raises OffsetOutOfRange; callers check
+        first), never backwards. The epochs and producers before it are forgotten. Whether it
+        moved."""
+        if offset > high_watermark:
+            raise OffsetOutOfRange(offset, self._log_start_offset, high_watermark)
+        if offset <= self._log_start_offset:
+            return False
+        self._log_start_offset = offset
+        self.epoch_cache.truncate_from_start(offset)
+        if self._producer_state is not None:
+            self._producer_state.truncate_head(offset)
+        return True
+
+    def retention_views(self) -> list[SegmentView]:
+        """What the retention rule needs of each segment (retention.py)."""
+        return [s.retention_view(self._store) for s in self._segments]
+
+    def retire_oldest(self, count: int) -> list[str]:
+        """Take the `count` oldest segments out of the log (never the last one: roll first)
+        and rename their files to *.deleted, giving their names: the caller removes them
+        later, off the loop (Kafka's asynchronous delete after file.delete.delay.ms)."""
+        if not 0 <= count < len(self._segments):
+            raise ValueError(f"cannot retire {count} of {len(self._segments)} segments")
+        retired: list[str] = []
+        for segment in self._segments[:count]:
+            for name in (segment.log_name, segment.index_name):
+                self._store.retire(name)
+                retired.append(name + DELETED_SUFFIX)
+            self._dirty.discard(segment.base_offset)
+        del self._segments[:count]
+        return retired
+
+    def unlink_retired(self, names: Sequence[str]) -> None:
+        """Remove files retire_oldest renamed (in a worker thread)."""
+        for name in names:
+            self._store.unlink(name)
 
     def close(self) -> None:
         """Give back the descriptors of the log's files (the log is no longer hosted here);

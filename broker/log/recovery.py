@@ -18,7 +18,7 @@ from broker.log.segment import (
     base_offset_of,
     delete_segment_files,
 )
-from broker.log.store import SegmentStore
+from broker.log.store import DELETED_SUFFIX, SegmentStore
 from broker.replication.leader_epoch import EpochEntry, LeaderEpochCache
 from minibroker.core import records
 from minibroker.core.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader
@@ -40,10 +40,20 @@ class Recovered:
         return self.segments[-1].next_offset
 
 
-def recover_segments(store: SegmentStore, index_interval_bytes: int) -> Recovered:
-    """The valid segments in order (none for an empty store), files cut to match."""
+def recover_segments(
+    store: SegmentStore, index_interval_bytes: int, log_start_offset: int = 0
+) -> Recovered:
+    """The valid segments in order (none for an empty store), files cut to match; none either
+    when they end below the checkpointed log start offset (Kafka's loadSegments: segment files
+    removed behind the broker's back), whose files are deleted."""
     out = Recovered()
     names = store.list()
+    # Files renamed for deletion before the broker stopped (Kafka's recovery deletes them too).
+    retired = [n for n in names if n.endswith(DELETED_SUFFIX)]
+    for name in retired:
+        store.delete(name)
+    if retired:
+        names = store.list()
     bases = sorted(b for n in names if (b := base_offset_of(n, LOG_SUFFIX)) is not None)
     for name in names:
         # An index without its segment is left over from a deletion cut short.
@@ -71,6 +81,14 @@ def recover_segments(store: SegmentStore, index_interval_bytes: int) -> Recovere
             store.truncate(segment.log_name, segment.size)
             delete_segment_files(store, later)
             break
+    if out.segments and out.log_end_offset < log_start_offset:
+        out.repairs.append(
+            f"deleted every segment: the log end offset {out.log_end_offset} is below the "
+            f"checkpointed log start offset {log_start_offset}"
+        )
+        delete_segment_files(store, [s.base_offset for s in out.segments])
+        out.segments.clear()
+        out.batch_epochs.clear()
     return out
 
 
@@ -83,6 +101,7 @@ def _recover_segment(
         if h.base_offset != segment.next_offset:
             break
         segment.index.maybe_append(h.base_offset, position)
+        segment.note_batch(h.max_timestamp)
         segment.size = position + h.size
         segment.next_offset = h.next_offset
         epoch = h.partition_leader_epoch

@@ -3,15 +3,17 @@ about it, so reads never rescan it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from broker.log.index import OffsetIndex
+from broker.log.index import INT32_MAX, OffsetIndex
+from broker.log.retention import SegmentView
 from broker.log.store import SegmentStore
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
+NO_TIMESTAMP = -1
 
 
 def segment_file_name(base_offset: int) -> str:
@@ -38,10 +40,60 @@ class Segment:
     index: OffsetIndex
     size: int
     next_offset: int
+    # The largest record timestamp of its batches (Kafka's maxTimestampSoFar), -1 for none:
+    # retention by time reads it.
+    max_timestamp: int = NO_TIMESTAMP
+    # The first batch's max timestamp (Kafka's rollingBasedTimestamp): segment.ms counts from it.
+    rolling_timestamp: int = NO_TIMESTAMP
+    # When this process created or opened it (wall ms): segment.ms counts from it when the
+    # batches carry no timestamps.
+    created_ms: int = 0
+    roll_jitter_ms: int = 0  # Kafka's LogSegment.rollJitterMs, drawn when it is created
 
     @classmethod
-    def empty(cls, base_offset: int, index_interval_bytes: int) -> Segment:
-        return cls(base_offset, OffsetIndex(base_offset, index_interval_bytes), 0, base_offset)
+    def empty(cls, base_offset: int, index_interval_bytes: int, created_ms: int = 0) -> Segment:
+        index = OffsetIndex(base_offset, index_interval_bytes)
+        return cls(base_offset, index, 0, base_offset, created_ms=created_ms)
+
+    def note_batch(self, max_timestamp: int) -> None:
+        """A batch was appended (or recovered) with this max timestamp."""
+        if self.rolling_timestamp == NO_TIMESTAMP and self.size == 0:
+            self.rolling_timestamp = max_timestamp
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+
+    def should_roll(
+        self,
+        size: int,
+        last_offset: int,
+        max_timestamp: int,
+        *,
+        segment_bytes: int,
+        segment_ms: int,
+        clock: Callable[[], int],
+    ) -> bool:
+        """Kafka's LogSegment.shouldRoll, before appending `size` bytes: whether the append
+        would overflow segment.bytes or the int32 relative offsets, or segment.ms (less the
+        jitter) has passed between the first batch's timestamp and the append's (between the
+        segment's creation and now when the batches carry none). An empty segment takes any
+        append."""
+        if self.size == 0:
+            return False
+        if self.size + size > segment_bytes or last_offset - self.base_offset > INT32_MAX:
+            return True
+        if self.rolling_timestamp != NO_TIMESTAMP:
+            waited = max_timestamp - self.rolling_timestamp
+        else:
+            waited = clock() - self.created_ms
+        return waited > segment_ms - self.roll_jitter_ms
+
+    def retention_view(self, store: SegmentStore) -> SegmentView:
+        """What the retention rule needs (retention.py); a segment without timestamps is as old
+        as its file (Kafka's LogSegment.largestTimestamp)."""
+        largest = self.max_timestamp
+        if largest == NO_TIMESTAMP:
+            largest = store.mtime_ms(self.log_name)
+        return SegmentView(self.base_offset, self.size, largest)
 
     # Names made once: every read and append of the segment asks for them.
     @cached_property

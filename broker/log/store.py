@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import builtins
 import os
-from contextlib import AbstractContextManager
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 from typing import Protocol
 
 from broker.log.file_pool import Borrowed, FilePool
+
+# A file renamed for deletion (Kafka's Log.DeletedFileSuffix): removed from disk
+# file.delete.delay.ms later, off the event loop, and by recovery if the broker stops first.
+DELETED_SUFFIX = ".deleted"
 
 # The pool of a store made without one (tests, tools): a few descriptors of its own.
 PRIVATE_POOL_CAPACITY = 8
@@ -51,6 +57,19 @@ class SegmentStore(Protocol):
 
     def flush(self, name: str) -> None:
         """Make the appended bytes of `name` durable (fsync)."""
+        ...
+
+    def retire(self, name: str) -> None:
+        """Rename `name` to `name` + ".deleted" (Kafka's asynchronous delete, first step),
+        giving back its descriptor; no error if it is missing. On the loop."""
+        ...
+
+    def unlink(self, name: str) -> None:
+        """Remove a retired file; no error if it is missing. Safe in a worker thread."""
+        ...
+
+    def mtime_ms(self, name: str) -> int:
+        """When `name` was last written (wall ms); 0 if it does not exist."""
         ...
 
     def close(self) -> None:
@@ -156,6 +175,24 @@ class FileSegmentStore:
             _fsync_directory(self.directory)
             self._new_names.clear()
 
+    def retire(self, name: str) -> None:
+        path = self._path(name)
+        self._pool.forget(path)
+        self._new_names.discard(name)
+        self._paths.pop(name, None)
+        with suppress(FileNotFoundError):
+            os.replace(path, path + DELETED_SUFFIX)
+
+    def unlink(self, name: str) -> None:
+        # No pool, no cache: a worker thread calls this.
+        Path(self.directory, name).unlink(missing_ok=True)
+
+    def mtime_ms(self, name: str) -> int:
+        try:
+            return os.stat(self._path(name)).st_mtime_ns // 1_000_000
+        except FileNotFoundError:
+            return 0
+
     def close(self) -> None:
         try:
             names = self.list()
@@ -169,9 +206,11 @@ class MemorySegmentStore:
     """Files in memory that remember their durable (flushed) prefix. `crash()` drops every
     byte not flushed; deletes and renames are taken as durable at once."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], int] | None = None) -> None:
         self._files: dict[str, bytearray] = {}
         self._durable: dict[str, int] = {}
+        self._mtimes: dict[str, int] = {}
+        self._clock = clock or (lambda: time.time_ns() // 1_000_000)
 
     def list(self) -> builtins.list[str]:
         return sorted(self._files)
@@ -189,6 +228,7 @@ class MemorySegmentStore:
     def append(self, name: str, data: bytes) -> None:
         self._files.setdefault(name, bytearray()).extend(data)
         self._durable.setdefault(name, 0)
+        self._mtimes[name] = self._clock()
 
     def truncate(self, name: str, size: int) -> None:
         f = self._files.get(name)
@@ -202,10 +242,25 @@ class MemorySegmentStore:
     def write_atomic(self, name: str, data: bytes) -> None:
         self._files[name] = bytearray(data)
         self._durable[name] = len(data)
+        self._mtimes[name] = self._clock()
 
     def delete(self, name: str) -> None:
         self._files.pop(name, None)
         self._durable.pop(name, None)
+        self._mtimes.pop(name, None)
+
+    def retire(self, name: str) -> None:
+        if name in self._files:
+            retired = name + DELETED_SUFFIX
+            self._files[retired] = self._files.pop(name)
+            self._durable[retired] = self._durable.pop(name)
+            self._mtimes[retired] = self._mtimes.pop(name, 0)
+
+    def unlink(self, name: str) -> None:
+        self.delete(name)
+
+    def mtime_ms(self, name: str) -> int:
+        return self._mtimes.get(name, 0) if name in self._files else 0
 
     def flush(self, name: str) -> None:
         f = self._files.get(name)

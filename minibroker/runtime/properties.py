@@ -105,10 +105,25 @@ PROPERTIES: tuple[Property, ...] = (
     _P("log.message.timestamp.type", str, "CreateTime", "topic message.timestamp.type"),
     _P("log.preallocate", bool, False, "topic default of preallocate"),
     _P("log.retention.bytes", int, -1, "topic default of retention.bytes"),
-    _P("log.retention.ms", int, 604800000, "topic default of retention.ms"),
+    _P("log.retention.ms", int, 604800000, "topic default of retention.ms (wins over the next two)"),
+    _P("log.retention.minutes", int, 10080, "retention.ms's default in minutes, when set"),
+    _P("log.retention.hours", int, 168, "retention.ms's default in hours, when set"),
+    _P(
+        "log.retention.check.interval.ms",
+        int,
+        300000,
+        "how often each log is checked for segments retention deletes",
+    ),
+    _P(
+        "log.flush.start.offset.checkpoint.interval.ms",
+        int,
+        60000,
+        "how often log-start-offset-checkpoint is written",
+    ),
     _P("log.index.size.max.bytes", int, 10485760, "topic default of segment.index.bytes"),
     _P("log.roll.jitter.ms", int, 0, "topic default of segment.jitter.ms"),
-    _P("log.roll.ms", int, 604800000, "topic default of segment.ms"),
+    _P("log.roll.ms", int, 604800000, "topic default of segment.ms (wins over log.roll.hours)"),
+    _P("log.roll.hours", int, 168, "segment.ms's default in hours, when set"),
     # Replication quotas (KIP-73): the rates exist only dynamically in Kafka (set them with
     # AlterConfigs or `minibroker configs`); the window is Kafka's ReplicationQuotaManagerConfig.
     _P("leader.replication.throttled.rate", int, LONG_MAX, "bytes/s a leader sends throttled"),

@@ -122,6 +122,25 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: {exc}") from None
 
 
+# Kafka's KafkaConfig: log.retention.ms, else .minutes, else .hours; log.roll.ms, else .hours.
+_TIME_UNITS = (
+    ("log.retention.ms", (("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000))),
+    ("log.roll.ms", (("log.roll.hours", 3_600_000),)),
+)
+
+
+def _derive_time_units(values: dict[str, Any], explicit: set[str]) -> None:
+    """A coarser unit given explicitly sets the milliseconds when they are not given."""
+    for ms_name, units in _TIME_UNITS:
+        if ms_name in explicit:
+            continue
+        for name, factor in units:
+            if name in explicit:
+                values[ms_name] = values[name] * factor if values[name] >= 0 else -1
+                explicit.add(ms_name)
+                break
+
+
 class Settings:
     """Resolved configuration: typed values by Kafka property name, and the active profile.
 
@@ -173,6 +192,7 @@ class Settings:
             for name, raw in layer.items():
                 values[name] = _convert(_check_name(name), raw)
                 explicit.add(name)
+        _derive_time_units(values, explicit)
         return cls(values, profile, explicit)
 
     def _validate(self) -> None:

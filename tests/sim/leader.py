@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from broker.log.log import OffsetOutOfRange
+from broker.log.log_types import OffsetOutOfRange
 from minibroker.core.errors import ErrorCode
 from minibroker.core.types import TopicPartition
 from tests.sim.kernel import IDLE

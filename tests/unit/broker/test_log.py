@@ -7,7 +7,8 @@ import pytest
 from broker.log import recovery as recovery_module
 from broker.log.checkpoints import LEADER_EPOCH_CHECKPOINT, parse_epochs
 from broker.log.index import OffsetIndex
-from broker.log.log import Log, OffsetOutOfRange
+from broker.log.log import Log
+from broker.log.log_types import OffsetOutOfRange
 from broker.log.segment import index_file_name, segment_file_name
 from broker.log.store import MemorySegmentStore, SegmentStore
 from broker.replication.leader_epoch import EpochEntry

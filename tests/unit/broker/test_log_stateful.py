@@ -12,7 +12,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from broker.log.log import Log, OffsetOutOfRange
+from broker.log.log import Log
+from broker.log.log_types import OffsetOutOfRange
 from broker.log.store import MemorySegmentStore
 from broker.replication.leader_epoch import EpochEntry
 from minibroker.core import batch_validation, records
