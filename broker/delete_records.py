@@ -25,6 +25,9 @@ from minibroker.runtime import logging as slog
 
 HIGH_WATERMARK = -1  # DeleteRecordsRequest.HIGH_WATERMARK
 INVALID_LOW_WATERMARK = -1
+# The longest a DeleteRecords may wait for the followers (a hostile timeout_ms must not park a
+# connection's answer for a day); Kafka takes the client's.
+MAX_TIMEOUT_MS = 300_000
 # Kafka's Topic.isInternal: its own state topics (which minibroker does not keep yet).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from broker import auto_create, offset_reads
+from broker.delete_records import MAX_TIMEOUT_MS as MAX_DELETE_RECORDS_TIMEOUT_MS
 from broker.fetch.handling import MAX_WAIT_MS, FetchCall, handle_fetch
 from broker.fetch.session_cache import FINAL_EPOCH
 from broker.partition_table import HostedPartition
@@ -176,6 +177,33 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
 
         return await guarded(self.rm, "OffsetsForLeaderEpoch", handle(), failed)
 
+    async def DeleteRecords(  # noqa: N802
+        self, request: Any, context: Any
+    ) -> broker_pb2.DeleteRecordsResponse:
+        async def handle() -> broker_pb2.DeleteRecordsResponse:
+            offsets = {
+                TopicPartition(t.name, p.partition_index): int(p.offset)
+                for t in request.topics
+                for p in t.partitions
+            }
+            timeout_ms = max(0, min(int(request.timeout_ms), MAX_DELETE_RECORDS_TIMEOUT_MS))
+            results = await self.rm.deletion.delete_records(offsets, timeout_ms)
+            response = broker_pb2.DeleteRecordsResponse()
+            by_topic: dict[str, Any] = {}
+            for tp, r in results.items():
+                if tp.topic not in by_topic:
+                    by_topic[tp.topic] = response.topics.add(name=tp.topic)
+                by_topic[tp.topic].partitions.add(
+                    partition_index=tp.partition, low_watermark=r.low_watermark,
+                    error_code=error_to_wire(r.error), error_message=r.message,
+                )  # fmt: skip
+            return response
+
+        def failed(code: ErrorCode) -> broker_pb2.DeleteRecordsResponse:
+            return broker_pb2.DeleteRecordsResponse()
+
+        return await guarded(self.rm, "DeleteRecords", handle(), failed)
+
     async def Metadata(self, request: Any, context: Any) -> broker_pb2.MetadataResponse:  # noqa: N802
         async def handle() -> broker_pb2.MetadataResponse:
             cache = self.rm.metadata
@@ -269,6 +297,7 @@ def replica_description(
                 last_caught_up_ms_ago=(
                     max(0, now_ms - r.last_caught_up_time_ms) if r.last_caught_up_time_ms else -1
                 ),
+                log_start_offset=r.log_start_offset,
             )
             for r in remotes
         ],

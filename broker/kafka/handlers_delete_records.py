@@ -9,12 +9,9 @@ from typing import Any
 
 from kafka.protocol.admin.topics import DeleteRecordsResponse
 
+from broker.delete_records import MAX_TIMEOUT_MS
 from broker.kafka.context import KafkaContext
 from minibroker.core.types import TopicPartition
-
-# The longest a DeleteRecords may wait for the followers (a hostile timeout_ms must not park
-# the connection's answer for a day); Kafka takes the client's.
-MAX_TIMEOUT_MS = 300_000
 
 _Topic = DeleteRecordsResponse.DeleteRecordsTopicResult
 _Partition = _Topic.DeleteRecordsPartitionResult

@@ -1,5 +1,6 @@
-"""`minibroker topics create|list|describe|elect-preferred`: Kafka's kafka-topics in ZooKeeper
-mode and its legacy preferred-replica election. The commands write what Kafka's admin tools
+"""`minibroker topics create|list|describe|elect-preferred|...`: Kafka's kafka-topics in
+ZooKeeper mode, its legacy preferred-replica election, kafka-reassign-partitions and
+kafka-delete-records. The commands write what Kafka's admin tools
 write; the controller acts on it. `describe` adds what each broker reports over DescribeBroker.
 """
 
@@ -11,7 +12,7 @@ import random
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from minibroker.cli import reassign
+from minibroker.cli import delete_records, reassign
 from minibroker.cli.locate import add_locate_arguments, registered_address, zk_connect
 from minibroker.client.admin import BrokerDescription, BrokerUnreachable, describe_broker
 from minibroker.client.admin_zk import (
@@ -56,6 +57,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     _add_delete(tsub)
     _add_alter(tsub)
     reassign.add_parser(tsub)
+    delete_records.add_parser(tsub)
 
 
 def _add_wait_arguments(p: argparse.ArgumentParser, what: str) -> None:

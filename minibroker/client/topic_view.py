@@ -46,6 +46,7 @@ class ReplicaStatus:
     live: bool = True
     adding: bool = False
     removing: bool = False
+    log_start_offset: int | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,7 @@ def replica_statuses(
                 reachable=reports.get(b) is not None,
                 log_end_offset=own.log_end_offset if own else None,
                 high_watermark=own.high_watermark if own else None,
+                log_start_offset=own.log_start_offset if own else None,
                 lag=_lag(leader, leader_report, b) if live else None,
                 live=live,
                 adding=b in adding,
@@ -219,7 +221,8 @@ def header_line(t: TopicView) -> str:
 
 def partition_line(p: PartitionView, marked_for_deletion: bool = False) -> str:
     """Kafka's columns, then minibroker's: the leader epoch and, in Replicas order, each
-    replica's LEO and HW as its broker reports them and its lag as the leader reports it."""
+    replica's log start offset, LEO and HW as its broker reports them and its lag as the
+    leader reports it."""
     leader = str(p.leader) if p.has_leader else "none"
     kafka = (
         f"\tTopic: {p.topic}\tPartition: {p.partition}\tLeader: {leader}"
@@ -230,6 +233,7 @@ def partition_line(p: PartitionView, marked_for_deletion: bool = False) -> str:
     epoch = "none" if p.leader_epoch is None else str(p.leader_epoch)
     return (
         f"{kafka}\tLeaderEpoch: {epoch}"
+        f"\tLogStartOffsets: {_column(p.replicas_state, lambda s: s.log_start_offset)}"
         f"\tLogEndOffsets: {_column(p.replicas_state, lambda s: s.log_end_offset)}"
         f"\tHighWatermarks: {_column(p.replicas_state, lambda s: s.high_watermark)}"
         f"\tLags: {_lags(p.replicas_state)}"
@@ -262,6 +266,7 @@ def partition_json(p: PartitionView) -> dict[str, Any]:
         "replicas_state": [
             {
                 "broker": s.broker,
+                "log_start_offset": s.log_start_offset,
                 "log_end_offset": s.log_end_offset,
                 "high_watermark": s.high_watermark,
                 "lag": s.lag,

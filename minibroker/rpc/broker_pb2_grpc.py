@@ -64,6 +64,11 @@ class BrokerStub:
                 request_serializer=minibroker_dot_rpc_dot_broker__pb2.OffsetsForLeaderEpochRequest.SerializeToString,
                 response_deserializer=minibroker_dot_rpc_dot_broker__pb2.OffsetsForLeaderEpochResponse.FromString,
                 _registered_method=True)
+        self.DeleteRecords = channel.unary_unary(
+                '/minibroker.v1.Broker/DeleteRecords',
+                request_serializer=minibroker_dot_rpc_dot_broker__pb2.DeleteRecordsRequest.SerializeToString,
+                response_deserializer=minibroker_dot_rpc_dot_broker__pb2.DeleteRecordsResponse.FromString,
+                _registered_method=True)
         self.DescribeBroker = channel.unary_unary(
                 '/minibroker.v1.Broker/DescribeBroker',
                 request_serializer=minibroker_dot_rpc_dot_broker__pb2.DescribeBrokerRequest.SerializeToString,
@@ -113,6 +118,12 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteRecords(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DescribeBroker(self, request, context):
         """minibroker extension (no Kafka counterpart): who this broker is and how it is configured,
         so client-side tools can go from --bootstrap to the cluster's ZooKeeper.
@@ -153,6 +164,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.OffsetsForLeaderEpoch,
                     request_deserializer=minibroker_dot_rpc_dot_broker__pb2.OffsetsForLeaderEpochRequest.FromString,
                     response_serializer=minibroker_dot_rpc_dot_broker__pb2.OffsetsForLeaderEpochResponse.SerializeToString,
+            ),
+            'DeleteRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteRecords,
+                    request_deserializer=minibroker_dot_rpc_dot_broker__pb2.DeleteRecordsRequest.FromString,
+                    response_serializer=minibroker_dot_rpc_dot_broker__pb2.DeleteRecordsResponse.SerializeToString,
             ),
             'DescribeBroker': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeBroker,
@@ -322,6 +338,33 @@ class Broker:
             '/minibroker.v1.Broker/OffsetsForLeaderEpoch',
             minibroker_dot_rpc_dot_broker__pb2.OffsetsForLeaderEpochRequest.SerializeToString,
             minibroker_dot_rpc_dot_broker__pb2.OffsetsForLeaderEpochResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.v1.Broker/DeleteRecords',
+            minibroker_dot_rpc_dot_broker__pb2.DeleteRecordsRequest.SerializeToString,
+            minibroker_dot_rpc_dot_broker__pb2.DeleteRecordsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -105,7 +105,9 @@ PROPERTIES: tuple[Property, ...] = (
     _P("log.message.timestamp.type", str, "CreateTime", "topic message.timestamp.type"),
     _P("log.preallocate", bool, False, "topic default of preallocate"),
     _P("log.retention.bytes", int, -1, "topic default of retention.bytes"),
-    _P("log.retention.ms", int, 604800000, "topic default of retention.ms (wins over the next two)"),
+    _P(
+        "log.retention.ms", int, 604800000, "topic default of retention.ms (wins over the next two)"
+    ),
     _P("log.retention.minutes", int, 10080, "retention.ms's default in minutes, when set"),
     _P("log.retention.hours", int, 168, "retention.ms's default in hours, when set"),
     _P(

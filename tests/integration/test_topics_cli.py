@@ -194,6 +194,7 @@ def test_describe_shows_zookeepers_state_and_the_brokers_offsets(c: Cluster) -> 
         assert line == (
             f"\tTopic: {T}\tPartition: {p}\tLeader: {s.leader}\tReplicas: {replicas}"
             f"\tIsr: {','.join(map(str, s.isr))}\tLeaderEpoch: {s.leader_epoch}"
+            f"\tLogStartOffsets: 0,0,0"
             f"\tLogEndOffsets: {leo},{leo},{leo}\tHighWatermarks: {leo},{leo},{leo}\tLags: 0,0,0"
         )
 

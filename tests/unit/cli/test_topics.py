@@ -172,9 +172,11 @@ def test_kafka_header_and_partition_lines() -> None:
     assert describe_lines([view]) == [
         header_line(view),
         "\tTopic: events\tPartition: 0\tLeader: 1\tReplicas: 1,2,3\tIsr: 1,2,3"
-        "\tLeaderEpoch: 3\tLogEndOffsets: 10,10,?\tHighWatermarks: 10,10,?\tLags: 0,0,3",
+        "\tLeaderEpoch: 3\tLogStartOffsets: 0,0,?"
+        "\tLogEndOffsets: 10,10,?\tHighWatermarks: 10,10,?\tLags: 0,0,3",
         "\tTopic: events\tPartition: 1\tLeader: 2\tReplicas: 2,3,1\tIsr: 2,1"
-        "\tLeaderEpoch: 0\tLogEndOffsets: 5,?,4\tHighWatermarks: 4,?,4\tLags: 0,?,1",
+        "\tLeaderEpoch: 0\tLogStartOffsets: 0,?,0"
+        "\tLogEndOffsets: 5,?,4\tHighWatermarks: 4,?,4\tLags: 0,?,1",
     ]
 
 
@@ -192,11 +194,12 @@ def test_no_leader_no_state_and_a_replica_not_hosted() -> None:
     p0, p1 = view.partitions
     assert partition_line(p0) == (
         "\tTopic: events\tPartition: 0\tLeader: none\tReplicas: 1,2\tIsr: 2"
-        "\tLeaderEpoch: 4\tLogEndOffsets: -,8\tHighWatermarks: -,6\tLags: ?,?"
+        "\tLeaderEpoch: 4\tLogStartOffsets: -,0\tLogEndOffsets: -,8\tHighWatermarks: -,6\tLags: ?,?"
     )
     assert partition_line(p1, marked_for_deletion=True) == (
         "\tTopic: events\tPartition: 1\tLeader: none\tReplicas: 2,1\tIsr: \tMarkedForDeletion: true"
-        "\tLeaderEpoch: none\tLogEndOffsets: -,-\tHighWatermarks: -,-\tLags: ?,?"
+        "\tLeaderEpoch: none\tLogStartOffsets: -,-"
+        "\tLogEndOffsets: -,-\tHighWatermarks: -,-\tLags: ?,?"
     )
 
 
@@ -211,12 +214,15 @@ def test_json_objects() -> None:
         "replicas": [1, 2, 3],
         "isr": [1, 2, 3],
         "replicas_state": [
-            {"broker": 1, "log_end_offset": 10, "high_watermark": 10, "lag": 0, "reachable": True,
+            {"broker": 1, "log_start_offset": 0,
+             "log_end_offset": 10, "high_watermark": 10, "lag": 0, "reachable": True,
              "live": True, "adding": False, "removing": False},
-            {"broker": 2, "log_end_offset": 10, "high_watermark": 10, "lag": 0, "reachable": True,
+            {"broker": 2, "log_start_offset": 0,
+             "log_end_offset": 10, "high_watermark": 10, "lag": 0, "reachable": True,
              "live": True, "adding": False, "removing": False},
             {
                 "broker": 3,
+                "log_start_offset": None,
                 "log_end_offset": None,
                 "high_watermark": None,
                 "lag": 3,
@@ -323,7 +329,8 @@ def test_create_list_describe(mem: MemoryZk, capsys: pytest.CaptureFixture[str])
     # No controller here: no state, no leader; the brokers "did not answer".
     assert lines[1].startswith("\tTopic: t\tPartition: 0\tLeader: none\tReplicas: ")
     assert lines[1].endswith(
-        "\tIsr: \tLeaderEpoch: none\tLogEndOffsets: ?,?,?\tHighWatermarks: ?,?,?\tLags: ?,?,?"
+        "\tIsr: \tLeaderEpoch: none\tLogStartOffsets: ?,?,?"
+        "\tLogEndOffsets: ?,?,?\tHighWatermarks: ?,?,?\tLags: ?,?,?"
     )
     code, out, err = run(capsys, "topics", "describe", "nope")
     assert code == 1
