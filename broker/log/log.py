@@ -22,10 +22,11 @@ from broker.log.segment import (
     Segment,
     delete_segment_files,
     index_file_name,
+    runs_within,
     segment_file_name,
 )
 from broker.log.segment_reads import headers as segment_headers
-from broker.log.segment_reads import locate, whole_batches
+from broker.log.segment_reads import locate, read_from
 from broker.log.store import DELETED_SUFFIX, SegmentStore
 from broker.replication.leader_epoch import EpochEntry, LeaderEpochCache
 from minibroker.core import batch_validation
@@ -189,10 +190,27 @@ class Log:
                     f"{expected} (log end offset {self.log_end_offset})",
                 )
             expected = h.next_offset
-        info = self._append(data, headers)
+        if len(data) <= self._segment_bytes:
+            info = self._append(data, headers)
+        else:
+            info = self._append_in_parts(data, headers)
         if self._producer_state is not None:
             self._producer_state.record(headers)
         return info
+
+    def _append_in_parts(self, data: bytes, headers: Sequence[BatchHeader]) -> AppendInfo:
+        """A fetch answer larger than segment.bytes, appended in runs of whole batches that
+        each fit a segment (Kafka 2.6 refuses the whole answer with RecordBatchTooLarge and the
+        follower stalls; a test bed with small segments must replicate)."""
+        runs = runs_within(headers, self._segment_bytes)
+        if runs is None:
+            raise RecordError(
+                ErrorCode.RECORD_LIST_TOO_LARGE,
+                f"a fetched batch exceeds segment.bytes={self._segment_bytes}",
+            )
+        for start, end, run in runs:
+            self._append(data[start:end], run)
+        return AppendInfo(headers[0].base_offset, headers[-1].last_offset, len(headers), len(data))
 
     def _producers(self) -> ProducerStateTable:
         """The partition's idempotent producers, read from the log's batch headers the first
@@ -259,26 +277,14 @@ class Log:
         if fetch_offset >= limit:
             return b""
         i = self._segment_index(fetch_offset)
-        position = self._locate(self._segments[i], fetch_offset).position
-        parts: list[bytes] = []
-        budget = max_bytes
-        for segment in self._segments[i:]:
-            data = whole_batches(self._store, segment, position, budget, limit, min_one=not parts)
-            if data:
-                parts.append(data)
-            budget -= len(data)
-            # Go on to the next segment only if this one was read to its end with room left.
-            if budget <= 0 or position + len(data) < segment.size or segment.next_offset >= limit:
-                break
-            position = 0
-        return b"".join(parts)
+        position = locate(
+            self._store, self._segments[i], fetch_offset, self._index_interval_bytes
+        ).position
+        return read_from(self._store, self._segments[i:], position, max_bytes, limit)
 
     def _segment_index(self, offset: int) -> int:
         """Index of the segment holding `offset`: the last one whose base is <= it."""
         return bisect.bisect_right(self._segments, offset, key=lambda s: s.base_offset) - 1
-
-    def _locate(self, segment: Segment, offset: int) -> BatchHeader:
-        return locate(self._store, segment, offset, self._index_interval_bytes)
 
     def batches(self) -> list[BatchHeader]:
         """Every batch header in the log, positions relative to its segment (diagnostics)."""
@@ -300,7 +306,7 @@ class Log:
         self._delete_files([s.base_offset for s in self._segments[i + 1 :]])
         del self._segments[i + 1 :]
         segment = self._segments[i]
-        cut = self._locate(segment, offset)
+        cut = locate(self._store, segment, offset, self._index_interval_bytes)
         self._store.truncate(segment.log_name, cut.position)
         segment.index.truncate_to(cut.base_offset)
         self._store.truncate(segment.index_name, len(segment.index) * ENTRY_SIZE)

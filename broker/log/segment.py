@@ -3,6 +3,7 @@ about it, so reads never rescan it."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -10,6 +11,7 @@ from functools import cached_property
 from broker.log.index import INT32_MAX, OffsetIndex
 from broker.log.retention import SegmentView
 from broker.log.store import SegmentStore
+from minibroker.core.records import BatchHeader
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -103,6 +105,26 @@ class Segment:
     @cached_property
     def index_name(self) -> str:
         return index_file_name(self.base_offset)
+
+
+def runs_within(
+    headers: Sequence[BatchHeader], segment_bytes: int
+) -> list[tuple[int, int, list[BatchHeader]]] | None:
+    """Consecutive batches (positions in one buffer) grouped into runs that each fit in
+    `segment_bytes`: per run its start and end in the buffer and its headers with positions
+    relative to the start. None if one batch alone does not fit."""
+    if any(h.size > segment_bytes for h in headers):
+        return None
+    runs: list[tuple[int, int, list[BatchHeader]]] = []
+    for h in headers:
+        if runs and h.position + h.size - runs[-1][0] <= segment_bytes:
+            start, _, run = runs[-1]
+            runs[-1] = (start, h.position + h.size, run)
+        else:
+            start, run = h.position, []
+            runs.append((start, h.position + h.size, run))
+        run.append(dataclasses.replace(h, position=h.position - start))
+    return runs
 
 
 def delete_segment_files(store: SegmentStore, base_offsets: Sequence[int]) -> None:

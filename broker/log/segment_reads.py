@@ -5,7 +5,7 @@ fit a fetch's budget. The log decides which segments to read; these read them.""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from broker.log.segment import Segment
 from broker.log.store import SegmentStore
@@ -48,6 +48,25 @@ def locate(
             break
         position += at  # the next header, possibly past a large batch we did not read
     raise AssertionError(f"offset {offset} not found in segment {segment.base_offset}")
+
+
+def read_from(
+    store: SegmentStore, segments: Sequence[Segment], position: int, max_bytes: int, limit: int
+) -> bytes:
+    """Whole batches from `position` in the first of `segments` on, across segments, at most
+    `max_bytes` of them but always the first (KIP-74), ending below offset `limit`."""
+    parts: list[bytes] = []
+    budget = max_bytes
+    for segment in segments:
+        data = whole_batches(store, segment, position, budget, limit, min_one=not parts)
+        if data:
+            parts.append(data)
+        budget -= len(data)
+        # Go on to the next segment only if this one was read to its end with room left.
+        if budget <= 0 or position + len(data) < segment.size or segment.next_offset >= limit:
+            break
+        position = 0
+    return b"".join(parts)
 
 
 def whole_batches(

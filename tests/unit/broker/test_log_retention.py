@@ -228,3 +228,21 @@ def test_recovered_segments_keep_their_largest_timestamp() -> None:
         T0 + 5,
         T0 + 2 * HOUR,
     ]
+
+
+def test_a_follower_appends_a_fetch_larger_than_a_segment_across_segments() -> None:
+    """Small segments must replicate: the fetched batches go in runs that each fit a segment
+    (Kafka 2.6 would refuse the answer; a test bed's small segments must not stall followers)."""
+    one = batch(b"v0", T0)
+    leader = Log(MemorySegmentStore())
+    for i in range(5):
+        leader.append_as_leader(batch(b"v%d" % i, T0), leader_epoch=0)
+    follower = Log(MemorySegmentStore(), segment_bytes=2 * len(one))
+    info = follower.append_as_follower(leader.read(0, 1 << 20))
+    assert (info.first_offset, info.last_offset, info.batch_count) == (0, 4, 5)
+    assert follower.segment_base_offsets() == [0, 2, 4]
+    assert follower.read(0, 1 << 20) == leader.read(0, 1 << 20)
+    tiny = Log(MemorySegmentStore(), segment_bytes=len(one) - 1)
+    with pytest.raises(RecordError):
+        tiny.append_as_follower(leader.read(0, 1 << 20))
+    assert tiny.log_end_offset == 0
