@@ -145,6 +145,21 @@ _SENTENCES: dict[str, Callable[[Event], str]] = {
             or "applied"
         )
     ),
+    # Logs that live for days (issue 27): retention, DeleteRecords, the log start offset.
+    "segments_deleted": lambda e: (
+        f"{e.get('tp')} ({e.get('role')}): deleted segments {_ids(e.get('segments', []))}, "
+        f"{e.get('bytes')} bytes ({'; '.join(e.get('reasons') or [])}); log start offset "
+        f"{e.get('previous_log_start_offset')} → {e.get('log_start_offset')}"
+        + (" (rolled first)" if e.get("rolled") else "")
+    ),
+    "records_deleted": lambda e: (
+        f"records of {e.get('tp')} before {e.get('log_start_offset')} deleted (DeleteRecords): "
+        f"log start offset {e.get('previous_log_start_offset')} → {e.get('log_start_offset')}"
+    ),
+    "log_start_offset_moved": lambda e: (
+        f"{e.get('tp')}: log start offset {e.get('previous_log_start_offset')} → "
+        f"{e.get('log_start_offset')} (from the {e.get('cause')})"
+    ),
 }
 
 
@@ -158,7 +173,7 @@ def _config_value(value: object) -> str:
 
 # The events that tell the replication story, for views that show it alone (the dashboard's
 # timeline by default): the ones with a sentence, and the faults and turns around them.
-STORY_EVENTS = frozenset(_SENTENCES) - {"hw_advanced", "request_sent"} | {
+STORY_EVENTS = frozenset(_SENTENCES) - {"hw_advanced", "request_sent", "log_start_offset_moved"} | {
     "zk_session_expired",
     "broker_registered",
     "broker_stopped",

@@ -142,6 +142,27 @@ def test_a_paused_follower_leaves_the_isr_and_comes_back_without_a_reload(
     assert console_errors(page.driver) == []
 
 
+def test_delete_records_shows_every_replicas_log_start_offset(cluster: Cluster, page: Page) -> None:
+    """Issue 27: each replica's log start offset beside its LEO once DeleteRecords moved it
+    (the leader's at once, the followers' from their next fetch), and the event."""
+    key = f"{TOPIC}-0"
+    cluster.cli("topics", "delete-records", TOPIC, "--partition", "0", "--offset", "-1")
+    hw = int(describe(cluster)[key]["replicas_state"][0]["high_watermark"])
+    assert hw > 0
+
+    def shown() -> bool:
+        cells = [c for b, c in page.replicas(key).items() if b != "row"]
+        return len(cells) == 3 and all(
+            c["logStart"] == str(hw) and c["text"].split(": ", 1)[1].startswith(f"{hw}…")
+            for c in cells
+        )
+
+    wait_until(shown, timeout_s=15, what=f"every replica of {key} to show log start {hw}")
+    wait_until(lambda: "records_deleted" in page.event_names(), timeout_s=10,
+               what="the records_deleted event in the timeline")  # fmt: skip
+    page.shot("log-start-offset")
+
+
 def test_a_fault_button_kills_the_leader_and_the_page_shows_the_new_one(
     cluster: Cluster, page: Page
 ) -> None:

@@ -103,11 +103,14 @@ function fillReplica(span, p, r) {
   const ago = r.caught_up_ms_ago === null ? "?" : `${(r.caught_up_ms_ago / 1000).toFixed(0)}s`;
   const leo = r.log_end_offset ?? (r.reachable ? "-" : "?");
   const hw = r.high_watermark ?? (r.reachable ? "-" : "?");
+  // The log start offset only when retention or DeleteRecords has moved it off 0.
+  const start = r.log_start_offset ? `${r.log_start_offset}…` : "";
   setAttr(span, "class", ["replica", r.in_isr ? "in" : "out", r.broker === p.leader ? "leader" : "",
     r.log_end_offset === null ? "unknown" : "", r.live ? "" : "down",
     r.adding ? "adding" : "", r.removing ? "removing" : ""].join(" "));
   setAttr(span, "data-broker", r.broker);
   setAttr(span, "data-leo", r.log_end_offset ?? "");
+  setAttr(span, "data-log-start", r.log_start_offset ?? "");
   setAttr(span, "data-hw", r.high_watermark ?? "");
   setAttr(span, "data-in-isr", r.in_isr);
   setAttr(span, "data-live", r.live);
@@ -122,7 +125,7 @@ function fillReplica(span, p, r) {
     const since = r.down_since_ms ? ` since ${clockOf(r.down_since_ms)}` : "";
     setText(span, `${mark}${r.broker}: down${since}`);
   } else {
-    setText(span, `${mark}${r.broker}: ${leo} / ${hw} / ${lag} / ${ago}`);
+    setText(span, `${mark}${r.broker}: ${start}${leo} / ${hw} / ${lag} / ${ago}`);
   }
 }
 
