@@ -222,7 +222,6 @@ class Log:
             table = ProducerStateTable()
             for segment in self._segments:
                 table.record(segment_headers(self._store, segment))
-            table.truncate_head(self._log_start_offset)
             self._producer_state = table
         return self._producer_state
 
@@ -349,16 +348,14 @@ class Log:
     def maybe_increment_log_start_offset(self, offset: int, high_watermark: int) -> bool:
         """Move the log start offset forward to `offset` (DeleteRecords, a follower taking its
         leader's, retention): never past the HW (Kafka raises OffsetOutOfRange; callers check
-        first), never backwards. The epochs and producers before it are forgotten. Whether it
-        moved."""
+        first), never backwards. The epochs before it are forgotten (Kafka 2.6 keeps the
+        producers in memory until they expire). Whether it moved."""
         if offset > high_watermark:
             raise OffsetOutOfRange(offset, self._log_start_offset, high_watermark)
         if offset <= self._log_start_offset:
             return False
         self._log_start_offset = offset
         self.epoch_cache.truncate_from_start(offset)
-        if self._producer_state is not None:
-            self._producer_state.truncate_head(offset)
         return True
 
     def retention_views(self) -> list[SegmentView]:

@@ -134,18 +134,6 @@ class ProducerStateTable:
             elif len(kept) < len(entry.batches):
                 entry.batches = deque(kept, maxlen=BATCHES_KEPT)
 
-    def truncate_head(self, log_start_offset: int) -> None:
-        """The log now starts at `log_start_offset` (Kafka's ProducerStateManager.truncateHead):
-        batches before it are forgotten, and a producer left with none is gone, so its next
-        batch is taken at any sequence (Kafka 2.6: its batches were removed by retention)."""
-        for pid in list(self._producers):
-            entry = self._producers[pid]
-            kept = [b for b in entry.batches if b.last_offset >= log_start_offset]
-            if not kept:
-                del self._producers[pid]
-            elif len(kept) < len(entry.batches):
-                entry.batches = deque(kept, maxlen=BATCHES_KEPT)
-
     def clear(self) -> None:
         self._producers.clear()
 
