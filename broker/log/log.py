@@ -17,7 +17,6 @@ from broker.log.index import ENTRY_SIZE, INT32_MAX
 from broker.log.log_types import WEEK_MS, AppendInfo, OffsetOutOfRange, wall_clock_ms
 from broker.log.producer_state import Duplicate, ProducerStateTable, Refusal
 from broker.log.recovery import load_epochs, recover_segments
-from broker.log.retention import SegmentView
 from broker.log.segment import (
     Segment,
     delete_segment_files,
@@ -27,14 +26,15 @@ from broker.log.segment import (
 )
 from broker.log.segment_reads import headers as segment_headers
 from broker.log.segment_reads import locate, read_from
-from broker.log.store import DELETED_SUFFIX, SegmentStore
+from broker.log.segment_replacement import SegmentReplacement
+from broker.log.store import SegmentStore
 from broker.replication.leader_epoch import EpochEntry, LeaderEpochCache
 from minibroker.core import batch_validation
 from minibroker.core.errors import ErrorCode
 from minibroker.core.records import HEADER_SIZE, NO_PRODUCER_ID, BatchHeader, RecordError
 
 
-class Log:
+class Log(SegmentReplacement):
     """A partition's log over a SegmentStore; opening it recovers whatever the store holds."""
 
     def __init__(
@@ -45,6 +45,7 @@ class Log:
         index_interval_bytes: int = 4096,
         max_batch_bytes: int = 1048588,
         log_start_offset: int = 0,
+        gap_horizon: int = 0,
         segment_ms: int = WEEK_MS,
         segment_jitter_ms: int = 0,
         clock: Callable[[], int] = wall_clock_ms,
@@ -63,7 +64,10 @@ class Log:
         self._on_epochs_changed: Callable[[Log], None] | None = None
         self._pending_epochs: tuple[EpochEntry, ...] | None = None
         self._producer_state: ProducerStateTable | None = None  # read on first need
-        recovered = recover_segments(store, index_interval_bytes, log_start_offset)
+        recovered = recover_segments(store, index_interval_bytes, log_start_offset, gap_horizon)
+        # Gaps in offsets (compaction's) are taken up to here; cleaning and a cleaned
+        # leader's batches raise it, cleaner-offset-checkpoint keeps it (recovery.py).
+        self.gap_horizon = gap_horizon
         self._segments: list[Segment] = recovered.segments
         # The store may hold bytes an earlier process never flushed; the first flush must
         # cover them too.
@@ -181,19 +185,22 @@ class Log:
         """Append batches fetched from the leader with their offsets as given; they must start
         at the LEO and be contiguous. RecordError leaves the log unchanged."""
         headers = batch_validation.validate_from_leader(data, max_batch_bytes=self._max_batch_bytes)
-        expected = self.log_end_offset
+        expected, gap_end = self.log_end_offset, 0
         for h in headers:
-            if h.base_offset != expected:
+            # Offsets increase from the LEO on; a compacted leader's batches leave gaps.
+            if h.base_offset < expected:
                 raise RecordError(
                     ErrorCode.CORRUPT_MESSAGE,
-                    f"batch at byte {h.position} has base offset {h.base_offset}, expected "
+                    f"batch at byte {h.position} has base offset {h.base_offset}, below "
                     f"{expected} (log end offset {self.log_end_offset})",
                 )
+            gap_end = h.base_offset if h.base_offset > expected else gap_end
             expected = h.next_offset
         if len(data) <= self._segment_bytes:
             info = self._append(data, headers)
         else:
             info = self._append_in_parts(data, headers)
+        self.gap_horizon = max(self.gap_horizon, gap_end)
         if self._producer_state is not None:
             self._producer_state.record(headers)
         return info
@@ -276,6 +283,8 @@ class Log:
         if fetch_offset >= limit:
             return b""
         i = self._segment_index(fetch_offset)
+        if self._segments[i].next_offset <= fetch_offset:
+            i += 1  # in a gap a compaction left after the segment: the next one holds it
         position = locate(
             self._store, self._segments[i], fetch_offset, self._index_interval_bytes
         ).position
@@ -305,12 +314,17 @@ class Log:
         self._delete_files([s.base_offset for s in self._segments[i + 1 :]])
         del self._segments[i + 1 :]
         segment = self._segments[i]
+        if segment.next_offset <= offset:  # in a gap after this segment: nothing to cut here
+            self.epoch_cache.truncate_from_end(self.log_end_offset)
+            if self._producer_state is not None:
+                self._producer_state.truncate_to(self.log_end_offset)
+            return
         cut = locate(self._store, segment, offset, self._index_interval_bytes)
         self._store.truncate(segment.log_name, cut.position)
         segment.index.truncate_to(cut.base_offset)
         self._store.truncate(segment.index_name, len(segment.index) * ENTRY_SIZE)
         segment.size = cut.position
-        segment.next_offset = cut.base_offset
+        segment.next_offset = min(cut.base_offset, offset)  # offset may lie in a gap
         self._dirty.add(segment.base_offset)
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         if self._producer_state is not None:
@@ -357,30 +371,6 @@ class Log:
         self._log_start_offset = offset
         self.epoch_cache.truncate_from_start(offset)
         return True
-
-    def retention_views(self) -> list[SegmentView]:
-        """What the retention rule needs of each segment (retention.py)."""
-        return [s.retention_view(self._store) for s in self._segments]
-
-    def retire_oldest(self, count: int) -> list[str]:
-        """Take the `count` oldest segments out of the log (never the last one: roll first)
-        and rename their files to *.deleted, giving their names: the caller removes them
-        later, off the loop (Kafka's asynchronous delete after file.delete.delay.ms)."""
-        if not 0 <= count < len(self._segments):
-            raise ValueError(f"cannot retire {count} of {len(self._segments)} segments")
-        retired: list[str] = []
-        for segment in self._segments[:count]:
-            for name in (segment.log_name, segment.index_name):
-                self._store.retire(name)
-                retired.append(name + DELETED_SUFFIX)
-            self._dirty.discard(segment.base_offset)
-        del self._segments[:count]
-        return retired
-
-    def unlink_retired(self, names: Sequence[str]) -> None:
-        """Remove files retire_oldest renamed (in a worker thread)."""
-        for name in names:
-            self._store.unlink(name)
 
     def close(self) -> None:
         """Give back the descriptors of the log's files (the log is no longer hosted here);

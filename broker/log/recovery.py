@@ -35,18 +35,29 @@ class Recovered:
     # The leader epochs the batches carry: (epoch, first offset) where each epoch starts.
     batch_epochs: list[EpochEntry] = field(default_factory=list)
 
+    gap_horizon: int = 0
+
     @property
     def log_end_offset(self) -> int:
         return self.segments[-1].next_offset
 
+    def continues(self, expected: int, base_offset: int) -> bool:
+        """Whether a batch (or segment) at `base_offset` may follow one ending at `expected`."""
+        return base_offset == expected or expected < base_offset <= self.gap_horizon
+
 
 def recover_segments(
-    store: SegmentStore, index_interval_bytes: int, log_start_offset: int = 0
+    store: SegmentStore, index_interval_bytes: int, log_start_offset: int = 0, gap_horizon: int = 0
 ) -> Recovered:
     """The valid segments in order (none for an empty store), files cut to match; none either
     when they end below the checkpointed log start offset (Kafka's loadSegments: segment files
-    removed behind the broker's back), whose files are deleted."""
-    out = Recovered()
+    removed behind the broker's back), whose files are deleted.
+
+    Offsets must continue one another, except for the gaps compaction leaves: a gap is taken
+    only where it ends at or below `gap_horizon` (the log's cleaner-offset-checkpoint entry:
+    how far it was cleaned, or took a cleaned leader's batches). Above it a gap is a flaw: a
+    crash that lost a segment's tail but not the next segment's head."""
+    out = Recovered(gap_horizon=gap_horizon)
     names = store.list()
     # Files renamed for deletion before the broker stopped (Kafka's recovery deletes them too).
     retired = [n for n in names if n.endswith(DELETED_SUFFIX)]
@@ -61,7 +72,8 @@ def recover_segments(
         if base is not None and base not in bases:
             store.delete(name)
     for i, base in enumerate(bases):
-        if out.segments and base != out.log_end_offset:
+        # Offsets increase; a compacted log has gaps between segments (and inside them).
+        if out.segments and not out.continues(out.log_end_offset, base):
             out.repairs.append(
                 f"deleted segments {bases[i:]}: they do not continue the log at offset "
                 f"{out.log_end_offset}"
@@ -98,7 +110,7 @@ def _recover_segment(
     """The segment's valid prefix (its file is not cut here) with a rebuilt index."""
     segment = Segment.empty(base_offset, index_interval_bytes)
     for position, h in _scan_valid(store, segment.log_name):
-        if h.base_offset != segment.next_offset:
+        if not out.continues(segment.next_offset, h.base_offset):
             break
         segment.index.maybe_append(h.base_offset, position)
         segment.note_batch(h.max_timestamp)

@@ -72,6 +72,29 @@ class SegmentStore(Protocol):
         """When `name` was last written (wall ms); 0 if it does not exist."""
         ...
 
+    def rename(self, name: str, new_name: str) -> None:
+        """Rename a file (replacing `new_name`), giving back both names' descriptors. On the
+        loop."""
+        ...
+
+    # ---- for a worker thread (the log cleaner): no shared descriptors ----
+
+    def read_unpooled(self, name: str, position: int, size: int) -> bytes:
+        """As `read`, with a descriptor of its own."""
+        ...
+
+    def write_new(self, name: str, data: bytes) -> None:
+        """Create (or replace) `name` holding `data`, fsynced; for files no reader has open."""
+        ...
+
+    def rename_unpooled(self, name: str, new_name: str) -> None:
+        """Rename a file no reader has open (the cleaner's *.cleaned to *.swap)."""
+        ...
+
+    def set_mtime(self, name: str, mtime_ms: int) -> None:
+        """Set a file's modification time (a cleaned segment keeps its originals')."""
+        ...
+
     def close(self) -> None:
         """Give back any open descriptors (the store may be used again: they reopen)."""
         ...
@@ -193,6 +216,32 @@ class FileSegmentStore:
         except FileNotFoundError:
             return 0
 
+    def rename(self, name: str, new_name: str) -> None:
+        for n in (name, new_name):
+            self._pool.forget(self._path(n))
+            self._paths.pop(n, None)
+        self.rename_unpooled(name, new_name)
+
+    def read_unpooled(self, name: str, position: int, size: int) -> bytes:
+        fd = os.open(self.directory / name, os.O_RDONLY)
+        try:
+            return os.pread(fd, size, position)
+        finally:
+            os.close(fd)
+
+    def write_new(self, name: str, data: bytes) -> None:
+        with open(self.directory / name, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def rename_unpooled(self, name: str, new_name: str) -> None:
+        os.replace(self.directory / name, self.directory / new_name)
+        _fsync_directory(self.directory)
+
+    def set_mtime(self, name: str, mtime_ms: int) -> None:
+        os.utime(self.directory / name, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+
     def close(self) -> None:
         try:
             names = self.list()
@@ -261,6 +310,26 @@ class MemorySegmentStore:
 
     def mtime_ms(self, name: str) -> int:
         return self._mtimes.get(name, 0) if name in self._files else 0
+
+    def rename(self, name: str, new_name: str) -> None:
+        self.rename_unpooled(name, new_name)
+
+    def read_unpooled(self, name: str, position: int, size: int) -> bytes:
+        return self.read(name, position, size)
+
+    def write_new(self, name: str, data: bytes) -> None:
+        self.write_atomic(name, data)
+
+    def rename_unpooled(self, name: str, new_name: str) -> None:
+        if name not in self._files:
+            raise FileNotFoundError(name)
+        self._files[new_name] = self._files.pop(name)
+        self._durable[new_name] = self._durable.pop(name)
+        self._mtimes[new_name] = self._mtimes.pop(name, 0)
+
+    def set_mtime(self, name: str, mtime_ms: int) -> None:
+        """Tests: as os.utime."""
+        self._mtimes[name] = mtime_ms
 
     def flush(self, name: str) -> None:
         f = self._files.get(name)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
+from minibroker.core.batch_rewrite import record_views
 from minibroker.core.errors import ErrorCode
 from minibroker.core.record_walk import check_records
 from minibroker.core.records import (
@@ -115,8 +116,29 @@ def validate_from_leader(data: bytes, *, max_batch_bytes: int) -> list[BatchHead
         raise RecordError(ErrorCode.CORRUPT_MESSAGE, "no record batches to append")
     headers = list(iter_batches(data))
     for h in headers:
-        check_batch(data, h, max_batch_bytes=max_batch_bytes)
+        if h.record_count == h.last_offset_delta + 1:
+            check_batch(data, h, max_batch_bytes=max_batch_bytes)
+        else:
+            check_compacted_batch(data, h, max_batch_bytes=max_batch_bytes)
     return headers
+
+
+def check_compacted_batch(buf: bytes, h: BatchHeader, *, max_batch_bytes: int) -> None:
+    """A batch the leader's log cleaner rewrote (fewer records than offsets, or none: Kafka's
+    empty batch that keeps a producer's last sequence): its size, CRC, and records that parse
+    with increasing offsets inside the batch."""
+    if h.size > max_batch_bytes:
+        raise RecordError(
+            ErrorCode.MESSAGE_TOO_LARGE,
+            f"batch of {h.size} bytes exceeds message.max.bytes={max_batch_bytes}",
+        )
+    if crc32c(memoryview(buf)[h.position + ATTRIBUTES_OFFSET : h.position + h.size]) != h.crc:
+        raise RecordError(ErrorCode.CORRUPT_MESSAGE, f"batch at byte {h.position} fails its CRC")
+    if not 0 <= h.record_count <= h.last_offset_delta + 1:
+        raise _invalid(
+            h, f"record count {h.record_count} exceeds its offsets ({h.last_offset_delta + 1})"
+        )
+    record_views(buf, h)
 
 
 @dataclass(frozen=True)
