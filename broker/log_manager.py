@@ -23,6 +23,7 @@ from broker.log.checkpoints import (
 )
 from broker.log.log import Log
 from broker.log.retention import RetentionPolicy, decide
+from broker.log_cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner
 from broker.partition_table import HostedPartition, PartitionTable
 from broker.topic_configs import TopicConfigs
 from minibroker.core.types import TopicPartition
@@ -79,12 +80,22 @@ class LogManager:
             LOG_START_OFFSET_CHECKPOINT,
             "each log starts at its first segment's base offset",
         )
+        self.cleaner = LogCleaner(
+            self,
+            load_checkpoint(
+                log_dir,
+                CLEANER_OFFSET_CHECKPOINT,
+                "compacted logs are cleaned again from their start, and take no offset gaps "
+                "until then",
+            ),
+        )
         self._last_checkpoint: dict[TopicPartition, int] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         # Retired files waiting for file.delete.delay.ms: their timers and what they remove.
         self._pending_unlinks: dict[asyncio.TimerHandle, tuple[Log, list[str]]] = {}
 
     def start(self) -> None:
+        self.cleaner.start()
         s = self.settings
         interval = s.get_int("log.retention.check.interval.ms")
         self._every(min(INITIAL_TASK_DELAY_MS, interval), interval, self._retention_pass)
@@ -95,6 +106,7 @@ class LogManager:
         )
 
     async def stop(self) -> None:
+        await self.cleaner.stop()
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
@@ -167,12 +179,13 @@ class LogManager:
             log_start_offset=log.log_start_offset,
             previous_log_start_offset=before,
         )
-        self._unlink_later(tp, log, retired)
+        self.unlink_later(tp, log, retired)
         if log.log_start_offset != before:
             self.on_log_start_moved(tp)
         return len(decision.deleted)
 
-    def _unlink_later(self, tp: TopicPartition, log: Log, names: list[str]) -> None:
+    def unlink_later(self, tp: TopicPartition, log: Log, names: list[str]) -> None:
+        """Remove retired files file.delete.delay.ms from now, in a worker thread."""
         delay_ms = self.topic_configs.int_value(tp.topic, "file.delete.delay.ms")
         loop = asyncio.get_running_loop()
 
@@ -206,3 +219,4 @@ class LogManager:
     def forget(self, tp: TopicPartition) -> None:
         """The partition's log was deleted from this broker."""
         self.checkpointed_start.pop(tp, None)
+        self.cleaner.forget(tp)

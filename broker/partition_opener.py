@@ -51,6 +51,7 @@ class PartitionOpener:
         partitions: PartitionTable,
         checkpointed_hw: dict[TopicPartition, int],
         checkpointed_start: dict[TopicPartition, int],
+        checkpointed_clean: dict[TopicPartition, int],
         planted_bug: PlantedBug,
         now_ms: Callable[[], int],
         topic_configs: TopicConfigs,
@@ -62,6 +63,7 @@ class PartitionOpener:
         self.partitions = partitions
         self.checkpointed_hw = checkpointed_hw
         self.checkpointed_start = checkpointed_start
+        self.checkpointed_clean = checkpointed_clean
         self.planted_bug = planted_bug
         self.now_ms = now_ms
         self.topic_configs = topic_configs
@@ -82,6 +84,7 @@ class PartitionOpener:
             tp,
             self.file_pool,
             log_start_offset=self.checkpointed_start.get(tp, 0),
+            gap_horizon=self.checkpointed_clean.get(tp, 0),
             **log_options(self.topic_configs, tp.topic),
         )
         log.defer_epoch_writes(self.epoch_writer.changed)

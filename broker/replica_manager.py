@@ -123,6 +123,7 @@ class ReplicaManager:
             partitions=self.partitions,
             checkpointed_hw=self.checkpointed_hw,
             checkpointed_start=self.logs.checkpointed_start,
+            checkpointed_clean=self.logs.cleaner.checkpoint,
             planted_bug=self.planted_bug,
             now_ms=self.now_ms,
             topic_configs=self.topic_configs,

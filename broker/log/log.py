@@ -105,6 +105,11 @@ class Log(SegmentReplacement):
         return self._log_start_offset
 
     @property
+    def store(self) -> SegmentStore:
+        """The partition directory's files (the log cleaner reads them in its thread)."""
+        return self._store
+
+    @property
     def log_end_offset(self) -> int:
         return self._segments[-1].next_offset
 
@@ -283,8 +288,8 @@ class Log(SegmentReplacement):
         if fetch_offset >= limit:
             return b""
         i = self._segment_index(fetch_offset)
-        if self._segments[i].next_offset <= fetch_offset:
-            i += 1  # in a gap a compaction left after the segment: the next one holds it
+        while self._segments[i].next_offset <= fetch_offset or not self._segments[i].size:
+            i += 1  # in a gap compaction left (or an emptied segment): a later one holds it
         position = locate(
             self._store, self._segments[i], fetch_offset, self._index_interval_bytes
         ).position

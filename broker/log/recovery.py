@@ -17,7 +17,10 @@ from broker.log.segment import (
     Segment,
     base_offset_of,
     delete_segment_files,
+    index_file_name,
+    segment_file_name,
 )
+from broker.log.segment_replacement import CLEANED_SUFFIX, SWAP_SUFFIX
 from broker.log.store import DELETED_SUFFIX, SegmentStore
 from broker.replication.leader_epoch import EpochEntry, LeaderEpochCache
 from minibroker.core import records
@@ -63,7 +66,7 @@ def recover_segments(
     retired = [n for n in names if n.endswith(DELETED_SUFFIX)]
     for name in retired:
         store.delete(name)
-    if retired:
+    if _finish_interrupted_clean(store, names, out) or retired:
         names = store.list()
     bases = sorted(b for n in names if (b := base_offset_of(n, LOG_SUFFIX)) is not None)
     for name in names:
@@ -102,6 +105,39 @@ def recover_segments(
         out.segments.clear()
         out.batch_epochs.clear()
     return out
+
+
+def _finish_interrupted_clean(store: SegmentStore, names: list[str], out: Recovered) -> bool:
+    """Kafka's Log.loadSegments for a clean cut short: *.cleaned files (a clean not finished)
+    are deleted; a <base>.log.swap (cleaned, not yet swapped in) replaces the segments its
+    offsets cover and becomes <base>.log. Whether any file changed."""
+    changed = False
+    for name in names:
+        if name.endswith(CLEANED_SUFFIX):
+            store.delete(name)
+            out.repairs.append(f"{name}: deleted (a clean the broker stopped in)")
+            changed = True
+    for name in names:
+        base = base_offset_of(name.removesuffix(SWAP_SUFFIX), LOG_SUFFIX)
+        if not name.endswith(SWAP_SUFFIX) or base is None:
+            continue
+        end = base + 1
+        for _, h in _scan_valid(store, name):
+            end = max(end, h.next_offset)
+        replaced = [
+            b for n in names if (b := base_offset_of(n, LOG_SUFFIX)) is not None and base <= b < end
+        ]
+        delete_segment_files(store, replaced)
+        store.rename_unpooled(name, segment_file_name(base))
+        store.delete(index_file_name(base) + SWAP_SUFFIX)
+        out.repairs.append(
+            f"{name}: swapped in for segments {replaced} (a clean the broker stopped in)"
+        )
+        changed = True
+    for name in names:  # an index swap file without its log swap file
+        if name.endswith(INDEX_SUFFIX + SWAP_SUFFIX) and name in store.list():
+            store.delete(name)
+    return changed
 
 
 def _recover_segment(

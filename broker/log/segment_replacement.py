@@ -36,6 +36,12 @@ class SegmentReplacement:
     _segments: list[Segment]
     _store: SegmentStore
     _dirty: set[int]
+    _index_interval_bytes: int
+
+    @property
+    def index_interval_bytes(self) -> int:
+        """Bytes between index entries (the cleaner writes its indexes with the same)."""
+        return self._index_interval_bytes
 
     def retention_views(self) -> list[SegmentView]:
         """What the retention rule needs of each segment (retention.py)."""
@@ -100,6 +106,11 @@ class SegmentReplacement:
         ]:
             return None
         retired = self._retire(current)
+        swap_names = [name + SWAP_SUFFIX for name in (cleaned.log_name, cleaned.index_name)]
+        if cleaned.size == 0 and at > 0:
+            # Nothing left and not the first segment (which holds the log start): no segment.
+            self._segments[at : at + len(bases)] = []
+            return retired + swap_names
         for name in (cleaned.log_name, cleaned.index_name):
             self._store.rename(name + SWAP_SUFFIX, name)
         self._segments[at : at + len(bases)] = [cleaned]

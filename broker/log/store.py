@@ -87,6 +87,14 @@ class SegmentStore(Protocol):
         """Create (or replace) `name` holding `data`, fsynced; for files no reader has open."""
         ...
 
+    def append_unpooled(self, name: str, data: bytes) -> None:
+        """Add `data` at the end of a file no reader has open (creating it)."""
+        ...
+
+    def sync_unpooled(self, name: str) -> None:
+        """fsync a file written with append_unpooled."""
+        ...
+
     def rename_unpooled(self, name: str, new_name: str) -> None:
         """Rename a file no reader has open (the cleaner's *.cleaned to *.swap)."""
         ...
@@ -235,6 +243,17 @@ class FileSegmentStore:
             fh.flush()
             os.fsync(fh.fileno())
 
+    def append_unpooled(self, name: str, data: bytes) -> None:
+        with open(self.directory / name, "ab") as fh:
+            fh.write(data)
+
+    def sync_unpooled(self, name: str) -> None:
+        fd = os.open(self.directory / name, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
     def rename_unpooled(self, name: str, new_name: str) -> None:
         os.replace(self.directory / name, self.directory / new_name)
         _fsync_directory(self.directory)
@@ -319,6 +338,12 @@ class MemorySegmentStore:
 
     def write_new(self, name: str, data: bytes) -> None:
         self.write_atomic(name, data)
+
+    def append_unpooled(self, name: str, data: bytes) -> None:
+        self.append(name, data)
+
+    def sync_unpooled(self, name: str) -> None:
+        self.flush(name)
 
     def rename_unpooled(self, name: str, new_name: str) -> None:
         if name not in self._files:

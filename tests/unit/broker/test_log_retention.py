@@ -29,10 +29,9 @@ def batch(value: bytes, ts: int, *, producer_id: int = -1, seq: int = -1) -> byt
     )
 
 
-def log_with_segments(store: MemorySegmentStore, timestamps: list[int], **options: int) -> Log:
+def log_with_segments(store: MemorySegmentStore, timestamps: list[int]) -> Log:
     """One one-record segment per timestamp (segment.bytes fits one batch)."""
-    size = len(batch(b"v0", T0))
-    log = Log(store, segment_bytes=size, **options)
+    log = Log(store, segment_bytes=len(batch(b"v0", T0)))
     for i, ts in enumerate(timestamps):
         log.append_as_leader(batch(b"v%d" % i, ts), leader_epoch=0)
     return log

@@ -1,0 +1,225 @@
+"""One clean of one log, in a worker thread (Kafka 2.6's Cleaner.doClean / cleanSegments /
+cleanInto): build the offset map over the dirty section, then rewrite every segment below the
+map's end, merged in groups that fit a segment, into `<base>.log.cleaned` files, fsynced and
+renamed `<base>.log.swap`; the log swaps them in on the loop (segment_replacement.py).
+
+What a record keeps (Cleaner.shouldRetainRecord): every record past the map's last offset; a
+keyed record whose offset is its key's last; a tombstone (null value) only in a segment last
+modified after the delete horizon; never a record without a key. A batch keeps its base and
+last offset (core/batch_rewrite.py); a batch left empty stays as a bare header if it was its
+producer's last one in the log (the producer's sequence and epoch survive, as Kafka's
+RETAIN_EMPTY).
+
+The job reads and writes with descriptors of its own (store.*_unpooled) and never touches the
+log's objects: it works from SegmentInfo copies, and the swap checks they still hold."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from broker.log.cleaner.offset_map import OffsetMap
+from broker.log.cleaner.policy import group_by_size
+from broker.log.segment import Segment
+from broker.log.segment_replacement import CLEANED_SUFFIX, SWAP_SUFFIX, SegmentInfo
+from broker.log.store import SegmentStore
+from minibroker.core import records
+from minibroker.core.batch_rewrite import empty_header, rebuild, record_views
+from minibroker.core.records import HEADER_SIZE, NO_PRODUCER_ID, BatchHeader
+
+READ_CHUNK_BYTES = 1 << 20
+CONTROL_FLAG = 0x20
+
+
+class CleanAborted(Exception):
+    """The log changed under the job (its files went): nothing is swapped in."""
+
+
+@dataclass(frozen=True)
+class CleanPlan:
+    segments: tuple[SegmentInfo, ...]  # the whole log as it was, the last one active
+    first_dirty: int
+    first_uncleanable: int
+    delete_horizon_ms: int
+    segment_bytes: int
+    index_interval_bytes: int
+    map_capacity: int
+
+
+@dataclass(frozen=True)
+class CleanedGroup:
+    replaced: tuple[SegmentInfo, ...]
+    segment: Segment  # its files wait as <base>.log.swap and <base>.index.swap
+
+
+@dataclass
+class CleanResult:
+    end_offset: int  # the next clean's first dirty offset (cleaner-offset-checkpoint)
+    groups: list[CleanedGroup] = field(default_factory=list)
+    keys: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    seconds: float = 0.0
+
+
+def batches(store: SegmentStore, info: SegmentInfo) -> Iterator[tuple[bytes, BatchHeader]]:
+    """Each batch of the segment with the buffer holding it (position within that buffer), a
+    chunk read at a time; one batch larger than a chunk is read whole."""
+    position = 0
+    while position < info.size:
+        buf = store.read_unpooled(
+            info.log_name, position, min(READ_CHUNK_BYTES, info.size - position)
+        )
+        if len(buf) < HEADER_SIZE:
+            raise CleanAborted(f"{info.log_name} ends early at byte {position}")
+        at = 0
+        while at + HEADER_SIZE <= len(buf):
+            h = records.read_header(buf, at)
+            if at + h.size > len(buf):
+                break
+            yield buf, h
+            at += h.size
+        if at == 0:  # one batch larger than the chunk
+            h = records.read_header(buf, 0)
+            whole = store.read_unpooled(info.log_name, position, h.size)
+            if len(whole) < h.size:
+                raise CleanAborted(f"{info.log_name} ends inside a batch at byte {position}")
+            yield whole, records.read_header(whole, 0)
+            at = h.size
+        position += at
+
+
+def build_offset_map(
+    store: SegmentStore, plan: CleanPlan, offset_map: OffsetMap, result: CleanResult
+) -> None:
+    """Every key of the dirty section with its last offset, until the map is full."""
+    for info in plan.segments[:-1]:
+        if info.next_offset <= plan.first_dirty or info.base_offset >= plan.first_uncleanable:
+            continue
+        for buf, h in batches(store, info):
+            if h.last_offset < plan.first_dirty or h.attributes & CONTROL_FLAG:
+                continue
+            if h.base_offset >= plan.first_uncleanable:
+                return
+            _, views = record_views(buf, h)
+            for r in views:
+                in_range = plan.first_dirty <= r.offset < plan.first_uncleanable
+                if in_range and r.key is not None and not offset_map.put(r.key, r.offset):
+                    return  # full: this clean ends here
+
+
+def last_batches_of_producers(store: SegmentStore, plan: CleanPlan) -> dict[int, int]:
+    """Each idempotent producer's last batch (its last offset) in the log: kept as a header
+    when cleaning empties it. Headers only; the active segment is read too."""
+    last: dict[int, int] = {}
+    for info in plan.segments:
+        for _, h in batches(store, info):
+            if h.producer_id != NO_PRODUCER_ID:
+                last[h.producer_id] = h.last_offset
+    return last
+
+
+def clean(
+    store: SegmentStore, plan: CleanPlan, should_stop: Callable[[], bool] = lambda: False
+) -> CleanResult:
+    """The clean; its groups' swap files written. CleanAborted (its files removed) if the
+    log's files went or `should_stop` says so."""
+    started = time.monotonic()
+    offset_map = OffsetMap(plan.map_capacity)
+    result = CleanResult(end_offset=plan.first_uncleanable)
+    written: list[str] = []
+    try:
+        build_offset_map(store, plan, offset_map, result)
+        result.keys = len(offset_map)
+        if offset_map.latest_offset >= 0 and len(offset_map) >= offset_map.capacity:
+            result.end_offset = offset_map.latest_offset + 1
+        last_of_producer = last_batches_of_producers(store, plan)
+        to_clean = [s for s in plan.segments[:-1] if s.base_offset < result.end_offset]
+        for group in group_by_size(to_clean, plan.segment_bytes):
+            if should_stop():
+                raise CleanAborted("stopped")
+            segment = _clean_group(store, plan, group, offset_map, last_of_producer, result)
+            written += [segment.log_name + SWAP_SUFFIX, segment.index_name + SWAP_SUFFIX]
+            result.groups.append(CleanedGroup(tuple(group), segment))
+    except (CleanAborted, FileNotFoundError) as exc:
+        for name in written:
+            store.unlink(name)
+        raise CleanAborted(str(exc)) from None
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _clean_group(
+    store: SegmentStore,
+    plan: CleanPlan,
+    group: Sequence[SegmentInfo],
+    offset_map: OffsetMap,
+    last_of_producer: dict[int, int],
+    result: CleanResult,
+) -> Segment:
+    cleaned = Segment.empty(group[0].base_offset, plan.index_interval_bytes)
+    log_name, index_name = cleaned.log_name + CLEANED_SUFFIX, cleaned.index_name + CLEANED_SUFFIX
+    store.write_new(log_name, b"")
+    for info in group:
+        retain_deletes = info.last_modified_ms > plan.delete_horizon_ms
+        out: list[bytes] = []
+        for buf, h in batches(store, info):
+            result.bytes_read += h.size
+            data = _filter(buf, h, offset_map, retain_deletes, last_of_producer, result)
+            if data is None:
+                continue
+            kept = records.read_header(data, 0)
+            cleaned.index.maybe_append(kept.base_offset, cleaned.size)
+            if cleaned.size == 0 and kept.record_count:
+                cleaned.rolling_timestamp = kept.max_timestamp
+            if kept.record_count and kept.max_timestamp > cleaned.max_timestamp:
+                cleaned.max_timestamp = kept.max_timestamp
+            cleaned.size += len(data)
+            cleaned.next_offset = kept.next_offset
+            out.append(data)
+        if out:
+            store.append_unpooled(log_name, b"".join(out))
+    result.bytes_written += cleaned.size
+    store.write_new(index_name, cleaned.index.to_bytes())
+    store.sync_unpooled(log_name)
+    store.set_mtime(log_name, group[-1].last_modified_ms)  # Kafka keeps the originals' time
+    store.rename_unpooled(log_name, cleaned.log_name + SWAP_SUFFIX)
+    store.rename_unpooled(index_name, cleaned.index_name + SWAP_SUFFIX)
+    return cleaned
+
+
+def _filter(
+    buf: bytes,
+    h: BatchHeader,
+    offset_map: OffsetMap,
+    retain_deletes: bool,
+    last_of_producer: dict[int, int],
+    result: CleanResult,
+) -> bytes | None:
+    """The batch as it is, rewritten with the records it keeps, a bare header, or None."""
+    original = bytes(memoryview(buf)[h.position : h.position + h.size])
+    if h.attributes & CONTROL_FLAG:
+        return original  # transaction markers: none are written yet (no transactions)
+    body, views = record_views(buf, h)
+    result.records_read += len(views)
+    kept = [
+        r
+        for r in views
+        if r.offset > offset_map.latest_offset
+        or (
+            r.key is not None
+            and r.offset >= offset_map.get(r.key)
+            and (r.has_value or retain_deletes)
+        )
+    ]
+    result.records_kept += len(kept)
+    if len(kept) == len(views) and views:
+        return original
+    if kept:
+        return rebuild(h, body, kept)
+    if h.producer_id != NO_PRODUCER_ID and last_of_producer.get(h.producer_id) == h.last_offset:
+        return empty_header(h)
+    return None
