@@ -140,6 +140,12 @@ class LogCleaner:
         self.checkpoint[tp] = result.end_offset
         log.gap_horizon = max(log.gap_horizon, result.end_offset)
         await self.write_checkpoint()
+        slog.event(
+            "log_clean_written", tp=str(tp), segments=[g.segment.base_offset for g in result.groups]
+        )
+        delay_ms = self.settings.get_int("minibroker.test.cleaner.swap.delay.ms")
+        if delay_ms > 0:  # TEST ONLY: a window to kill the broker between write and swap
+            await asyncio.sleep(delay_ms / 1000)
         self._swap(tp, hosted, result)
         self.cleans += 1
         return True

@@ -199,6 +199,13 @@ PROPERTIES: tuple[Property, ...] = (
         "address the metrics endpoint binds; 0.0.0.0 in containers, whose ports are published",
     ),
     _P(
+        "minibroker.test.cleaner.swap.delay.ms",
+        int,
+        0,
+        "TEST ONLY: the log cleaner waits this long between writing a clean's *.swap files "
+        "and swapping them in, so a test can kill the broker in between",
+    ),
+    _P(
         "minibroker.test.planted.bug",
         str,
         "",
