@@ -60,6 +60,7 @@ CONTROL_HEALTH_SERVICE = "minibroker.v1.Control"
 ENVIRONMENT: Mapping[str, str] = {
     "MINIBROKER_ZK": "ZooKeeper connect string: broker, controller and client commands",
     "MINIBROKER_PROFILE": "timing profile of broker and controller (demo or kafka)",
+    "MINIBROKER_SETTINGS": "name=value settings with Kafka's names for brokers and controllers",
     "MINIBROKER_BOOTSTRAP": "brokers for client commands and the load generator",
     "MINIBROKER_LISTENER": "the listener clients pick from registrations found in ZooKeeper",
     "SPARK_LOCAL_IP": "the address the load generator's Spark driver binds (loadgen/spark.py)",
@@ -276,6 +277,7 @@ def container_environment() -> dict[str, str]:
     return {
         "MINIBROKER_ZK": f"{ZOOKEEPER}:{ZOOKEEPER_PORT}",
         "MINIBROKER_PROFILE": "${MINIBROKER_PROFILE:-demo}",
+        "MINIBROKER_SETTINGS": "${MINIBROKER_SETTINGS:-}",
     }
 
 

@@ -239,6 +239,8 @@ def header() -> list[str]:
         "#",
         "#   docker compose -f deploy/docker-compose.yml up -d   # walkthrough: deploy/README.md",
         "#   MINIBROKER_PROFILE=kafka docker compose -f ... up -d   # Kafka's timings, not demo's",
+        "#   MINIBROKER_SETTINGS='log.retention.check.interval.ms=1000 log.cleaner.backoff.ms=500' \\",
+        "#     docker compose -f ... up -d   # broker settings by Kafka's names",
         "#",
         "# Published on the host's 127.0.0.1 only (each host port equals the container port):",
         *rows,

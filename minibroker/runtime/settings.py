@@ -172,7 +172,9 @@ class Settings:
         extra: Mapping[str, Any] | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> Settings:
-        """Defaults < profile < config file < `extra` (program flags) < `--set` overrides."""
+        """Defaults < profile < config file < $MINIBROKER_SETTINGS < `extra` (program flags)
+        < `--set` overrides. $MINIBROKER_SETTINGS holds `name=value` pairs with Kafka's names,
+        separated by spaces or commas: how a compose cluster's brokers take settings."""
         env = os.environ if environ is None else environ
         profile = profile or env.get("MINIBROKER_PROFILE") or DEFAULT_PROFILE
         if profile not in PROFILES:
@@ -185,6 +187,9 @@ class Settings:
         layers: list[Mapping[str, Any]] = [PROFILES[profile]]
         if config_file is not None:
             layers.append(read_config_file(config_file))
+        if env.get("MINIBROKER_SETTINGS", "").strip():
+            pairs = env["MINIBROKER_SETTINGS"].replace(",", " ").split()
+            layers.append(dict(parse_assignment(p) for p in pairs))
         if extra:
             layers.append(extra)
         layers.append(dict(parse_assignment(o) for o in overrides))

@@ -91,3 +91,28 @@ def test_properties_parser_rejects_lines_without_value() -> None:
 
 def test_as_strings_prints_booleans_like_kafka() -> None:
     assert load().as_strings()["delete.topic.enable"] == "true"
+
+
+def test_minibroker_settings_in_the_environment_sit_under_flags() -> None:
+    """How compose brokers take settings: Kafka's names in $MINIBROKER_SETTINGS."""
+    env = {"MINIBROKER_SETTINGS": "log.retention.check.interval.ms=1000, log.cleaner.backoff.ms=5"}
+    s = Settings.load(environ=env, overrides=["log.cleaner.backoff.ms=7"])
+    assert s.get_int("log.retention.check.interval.ms") == 1000
+    assert s.get_int("log.cleaner.backoff.ms") == 7
+    with pytest.raises(ConfigError, match="unknown property"):
+        Settings.load(environ={"MINIBROKER_SETTINGS": "log.retention.hourz=1"})
+
+
+def test_retention_and_roll_take_kafkas_coarser_units_when_ms_is_not_given() -> None:
+    """KafkaConfig: log.retention.ms, else .minutes, else .hours; log.roll.ms, else .hours."""
+    s = Settings.load(environ={}, overrides=["log.retention.hours=2", "log.roll.hours=1"])
+    assert s.get_int("log.retention.ms") == 2 * 3_600_000
+    assert s.get_int("log.roll.ms") == 3_600_000
+    s = Settings.load(environ={}, overrides=["log.retention.minutes=3", "log.retention.hours=2"])
+    assert s.get_int("log.retention.ms") == 180_000
+    s = Settings.load(environ={}, overrides=["log.retention.ms=5", "log.retention.hours=2"])
+    assert s.get_int("log.retention.ms") == 5
+    assert (
+        Settings.load(environ={}, overrides=["log.retention.hours=-1"]).get_int("log.retention.ms")
+        == -1
+    )
