@@ -36,15 +36,24 @@ def ensure_topic(
 
 
 def end_offsets(
-    bootstrap: Sequence[str], topic: str, partitions: int, timeout_ms: int = 10_000
+    bootstrap: Sequence[str],
+    topic: str,
+    partitions: int,
+    timeout_ms: int = 10_000,
+    *,
+    beginning: bool = False,
 ) -> dict[int, int]:
-    """Each partition's high watermark, asked of its leader (raises ClientError)."""
+    """Each partition's high watermark (its log start offset with `beginning`), asked of its
+    leader (raises ClientError)."""
 
     async def ask() -> dict[int, int]:
         async with Consumer(
             list(bootstrap), request_timeout_ms=timeout_ms, default_api_timeout_ms=timeout_ms
         ) as consumer:
-            got = await consumer.end_offsets(TopicPartition(topic, p) for p in range(partitions))
+            tps = [TopicPartition(topic, p) for p in range(partitions)]
+            got = await (
+                consumer.beginning_offsets(tps) if beginning else consumer.end_offsets(tps)
+            )
         return {tp.partition: offset for tp, offset in got.items()}
 
     return asyncio.run(ask())

@@ -214,6 +214,11 @@ def verdict_line(v: Mapping[str, Any] | None) -> str:
             if v["unconfirmed"]
             else ""
         )
+        + (
+            f"; {v['expired']:,} acknowledged records already past retention (not checked)"
+            if v.get("expired")
+            else ""
+        )
     )
 
 

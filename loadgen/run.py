@@ -86,6 +86,7 @@ def execute(args: argparse.Namespace, plan: Plan) -> int:
             topic=args.topic,
             ledger_dir=sink.ledger_dir,
             starting=starting,
+            log_starts=lambda: end_offsets(bootstrap, args.topic, partitions, beginning=True),
         )
     finally:
         spark.stop()

@@ -311,10 +311,10 @@ def read_range(
 
 async def _open_consumer(options: ReadOptions, tp: TopicPartition, start: int) -> Consumer:
     # auto_offset_reset="none": a range that retention removed fails instead of reading other
-    # offsets silently (Spark's failOnDataLoss).
+    # offsets silently (Spark's failOnDataLoss); without it the read goes on at the log start.
     consumer = Consumer(
         options.bootstrap,
-        auto_offset_reset="none",
+        auto_offset_reset="none" if options.fail_on_data_loss else "earliest",
         request_timeout_ms=options.request_timeout_ms,
         default_api_timeout_ms=options.max_block_ms,
     )

@@ -19,6 +19,8 @@ its own such as checkpointLocation):
   endingOffsets        latest (default: each HW when the batch read is planned) | JSON as above;
                        JSON leaves out partitions at earliest (starting) / latest (ending)
   poll.timeout.ms      a read task fails after this long without records it expects (120000)
+  failOnDataLoss       true (default): a range retention or DeleteRecords removed fails the
+                       read, as Spark's Kafka source; false: the read goes on from the log start
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ class ReadOptions:
     request_timeout_ms: int
     max_block_ms: int
     poll_timeout_ms: int
+    fail_on_data_loss: bool = True
 
 
 @dataclass(frozen=True)
@@ -175,7 +178,17 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         request_timeout_ms=_int(opts, "request.timeout.ms", 30000, minimum=1),
         max_block_ms=_int(opts, "max.block.ms", 10000, minimum=1),
         poll_timeout_ms=_int(opts, "poll.timeout.ms", 120000, minimum=1),
+        fail_on_data_loss=_bool(opts, "failondataloss", True),
     )
+
+
+def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = opts.get(name)
+    if raw is None:
+        return default
+    if raw.strip().lower() not in ("true", "false"):
+        raise MinibrokerSourceError(f"option {name!r} must be true or false, got {raw!r}")
+    return raw.strip().lower() == "true"
 
 
 def parse_offset_spec(raw: str, name: str, topic: str) -> OffsetSpec:

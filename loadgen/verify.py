@@ -2,15 +2,17 @@
 ProduceConsumeValidate). A Spark job reads the ledger Parquet files and the topic through the
 minibroker data source, up to each partition's high watermark, and counts the anomalies.
 
-The one failure is an acknowledged record that is not at the offset it was acknowledged at;
-duplicates (producer retries), reordering and records that made it without an answer are
-reported, since Kafka without idempotence allows them.
+The one failure is an acknowledged record that is not at the offset it was acknowledged at,
+unless it lies below its partition's log start offset once the topic was read (retention or
+DeleteRecords removed it: `expired`, counted apart); duplicates (producer retries),
+reordering and records that made it without an answer are reported, since Kafka without
+idempotence allows them.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,7 @@ class Verification:
     unacknowledged_present: int
     unconfirmed: int = 0
     unconfirmed_lost: int = 0
+    expired: int = 0  # acknowledged, below the log start offset: removed by retention
 
     @property
     def ok(self) -> bool:
@@ -74,6 +77,9 @@ def read_topic(
         .option("bootstrap", ",".join(bootstrap))
         .option("topic", topic)
         .option("startingOffsets", starting_offsets_option(topic, starting))
+        # Retention may remove the start of the range while it is read: go on from the log
+        # start (what was removed is below the log start read afterwards: not checked).
+        .option("failOnDataLoss", "false")
         .load()
     )
     # The sequence number is the value's first digits (loadgen.workload); foreign values give
@@ -96,20 +102,30 @@ def verify(
     topic: str,
     ledger_dir: Path,
     starting: Mapping[int, int],
+    log_starts: Callable[[], Mapping[int, int]] | None = None,
 ) -> Verification:
     """Run the comparison (see the module docstring); `starting` holds each partition's high
-    watermark from before the run."""
+    watermark from before the run; `log_starts` asks each partition's log start offset, after
+    the topic was read."""
     ledger = read_ledger(spark, ledger_dir).where(F.col("topic") == topic)
-    return compare(ledger, read_topic(spark, bootstrap, topic, starting))
+    records = read_topic(spark, bootstrap, topic, starting)
+    return compare(ledger, records, log_starts() if log_starts is not None else None)
 
 
-def compare(ledger: DataFrame, records: DataFrame) -> Verification:
+def compare(
+    ledger: DataFrame, records: DataFrame, log_starts: Mapping[int, int] | None = None
+) -> Verification:
     """The counts from ledger rows (partition, offset, value_sha256, error, task) and topic
-    records (partition, offset, key, digest, seq)."""
+    records (partition, offset, key, digest, seq); acknowledged rows below their partition's
+    log start offset (`log_starts`) count as expired, not missing."""
     completed = ledger.where(F.col("error").isNull()).select(
         "partition", "offset", F.lower("value_sha256").alias("digest"), "task"
     )
-    acked = completed.where(F.col("offset") >= 0)
+    start = F.lit(0)
+    for partition, offset in (log_starts or {}).items():
+        start = F.when(F.col("partition") == partition, F.lit(offset)).otherwise(start)
+    acknowledged = completed.where(F.col("offset") >= 0)
+    acked = acknowledged.where(F.col("offset") >= start)
     unconfirmed = completed.where(F.col("offset") < 0)
     missing = acked.join(records, ["partition", "offset", "digest"], "left_anti")
     return Verification(
@@ -124,6 +140,7 @@ def compare(ledger: DataFrame, records: DataFrame) -> Verification:
         unacknowledged_present=records.join(completed, "digest", "left_anti").count(),
         unconfirmed=unconfirmed.count(),
         unconfirmed_lost=unconfirmed.join(records, "digest", "left_anti").count(),
+        expired=acknowledged.where(F.col("offset") < start).count(),
     )
 
 
