@@ -193,6 +193,8 @@ async def run_broker(settings: Settings) -> int:
     await rm.logs.stop()  # and log start offsets
     await rm.opener.epoch_writer.flush()  # and the leader-epoch checkpoints not yet written
     for hosted in list(rm.partitions.values()):
+        # Kafka's clean shutdown: a producer snapshot at the log end, then everything synced.
+        await asyncio.to_thread(hosted.log.write_producer_snapshot)
         await asyncio.to_thread(hosted.log.flush)
     registrar.close()
     await asyncio.to_thread(store.stop)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import bisect
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from broker.log.checkpoints import LEADER_EPOCH_CHECKPOINT, format_epochs
 from broker.log.index import ENTRY_SIZE, INT32_MAX
 from broker.log.log_types import WEEK_MS, AppendInfo, OffsetOutOfRange, wall_clock_ms
-from broker.log.producer_state import Duplicate, ProducerStateTable, Refusal
+from broker.log.producer_state import Duplicate, Refusal
+from broker.log.producer_state_manager import ProducerStateManager
 from broker.log.recovery import load_epochs, recover_segments
 from broker.log.segment import (
     Segment,
@@ -63,7 +64,6 @@ class Log(SegmentReplacement):
         self._dirty: set[int] = set()  # base offsets of segments with bytes not yet flushed
         self._on_epochs_changed: Callable[[Log], None] | None = None
         self._pending_epochs: tuple[EpochEntry, ...] | None = None
-        self._producer_state: ProducerStateTable | None = None  # read on first need
         recovered = recover_segments(store, index_interval_bytes, log_start_offset, gap_horizon)
         # Gaps in offsets (compaction's) are taken up to here; cleaning and a cleaned
         # leader's batches raise it, cleaner-offset-checkpoint keeps it (recovery.py).
@@ -93,6 +93,11 @@ class Log(SegmentReplacement):
             )
         # Kafka's Log: the earliest epoch may not have been written before a hard stop.
         self.epoch_cache.truncate_from_start(self._log_start_offset)
+        # Idempotent producers: from the latest snapshot and the batches after it, on first need.
+        self._producers = ProducerStateManager(
+            store, log_start=self._segments[0].base_offset, log_end=self.log_end_offset,
+            repairs=recovered.repairs,
+        )  # fmt: skip
         # What opening the log had to repair, one sentence each (the broker logs them).
         self.repairs: tuple[str, ...] = tuple(recovered.repairs)
 
@@ -176,15 +181,12 @@ class Log(SegmentReplacement):
         )
         idempotent = any(h.producer_id != NO_PRODUCER_ID for h in stamped.batches)
         if idempotent:
-            verdict = self._producers().check(stamped.batches)
+            verdict = self._producers.get(self._headers_from).check(stamped.batches)
             if isinstance(verdict, Refusal):
                 raise RecordError(verdict.code, verdict.message)
             if isinstance(verdict, Duplicate):  # a retry: the first append's offsets
                 return AppendInfo(verdict.first_offset, verdict.last_offset, 0, 0)
-        info = self._append(stamped.data, stamped.batches)
-        if self._producer_state is not None:
-            self._producer_state.record(stamped.batches)
-        return info
+        return self._append(stamped.data, stamped.batches)
 
     def append_as_follower(self, data: bytes) -> AppendInfo:
         """Append batches fetched from the leader with their offsets as given; they must start
@@ -206,8 +208,6 @@ class Log(SegmentReplacement):
         else:
             info = self._append_in_parts(data, headers)
         self.gap_horizon = max(self.gap_horizon, gap_end)
-        if self._producer_state is not None:
-            self._producer_state.record(headers)
         return info
 
     def _append_in_parts(self, data: bytes, headers: Sequence[BatchHeader]) -> AppendInfo:
@@ -224,18 +224,17 @@ class Log(SegmentReplacement):
             self._append(data[start:end], run)
         return AppendInfo(headers[0].base_offset, headers[-1].last_offset, len(headers), len(data))
 
-    def _producers(self) -> ProducerStateTable:
-        """The partition's idempotent producers, read from the log's batch headers the first
-        time a producer's batch needs them (kept up to date by every append after that).
-        That first read walks the whole log on the broker's loop, once per partition and
-        process: Kafka bounds it with producer-state snapshots, which minibroker does not
-        write; logs without idempotent producers never pay it."""
-        if self._producer_state is None:
-            table = ProducerStateTable()
-            for segment in self._segments:
-                table.record(segment_headers(self._store, segment))
-            self._producer_state = table
-        return self._producer_state
+    def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        """The batch headers from `offset` on (a producer-state rebuild's tail)."""
+        for segment in self._segments:
+            if segment.next_offset > offset:
+                yield from (
+                    h for h in segment_headers(self._store, segment) if h.base_offset >= offset
+                )
+
+    def write_producer_snapshot(self) -> None:
+        """A durable snapshot at the log end (a clean stop: the next start reads no batch)."""
+        self._producers.take_snapshot(self.log_end_offset, durable=True)
 
     def _append(self, data: bytes, headers: Sequence[BatchHeader]) -> AppendInfo:
         if len(data) > self._segment_bytes:
@@ -251,6 +250,7 @@ class Log(SegmentReplacement):
             segment_bytes=self._segment_bytes, segment_ms=self._segment_ms, clock=self._clock,
         )  # fmt: skip
         if rolls:
+            self._producers.take_snapshot(self.log_end_offset)  # Kafka snapshots at each roll
             active = self._create_segment(self.log_end_offset)
             self._segments.append(active)
         active.note_batch(max_timestamp)
@@ -267,12 +267,14 @@ class Log(SegmentReplacement):
         for h in headers:
             if h.partition_leader_epoch >= 0:
                 self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+        self._producers.record(headers)
         assert self.log_end_offset == headers[-1].last_offset + 1
         return AppendInfo(headers[0].base_offset, headers[-1].last_offset, len(headers), len(data))
 
     def roll(self) -> None:
         """Start a new empty active segment at the log end offset (unless it is empty)."""
         if self._segments[-1].size > 0:
+            self._producers.take_snapshot(self.log_end_offset)
             self._segments.append(self._create_segment(self.log_end_offset))
 
     # ---- reads ----
@@ -321,8 +323,7 @@ class Log(SegmentReplacement):
         segment = self._segments[i]
         if segment.next_offset <= offset:  # in a gap after this segment: nothing to cut here
             self.epoch_cache.truncate_from_end(self.log_end_offset)
-            if self._producer_state is not None:
-                self._producer_state.truncate_to(self.log_end_offset)
+            self._producers.truncate_to(self.log_end_offset)
             return
         cut = locate(self._store, segment, offset, self._index_interval_bytes)
         self._store.truncate(segment.log_name, cut.position)
@@ -332,8 +333,7 @@ class Log(SegmentReplacement):
         segment.next_offset = min(cut.base_offset, offset)  # offset may lie in a gap
         self._dirty.add(segment.base_offset)
         self.epoch_cache.truncate_from_end(self.log_end_offset)
-        if self._producer_state is not None:
-            self._producer_state.truncate_to(self.log_end_offset)
+        self._producers.truncate_to(self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop the whole log and start empty at `offset`, which becomes the log start
@@ -342,8 +342,7 @@ class Log(SegmentReplacement):
         self._segments = [self._create_segment(offset)]
         self._log_start_offset = offset
         self.epoch_cache.clear()
-        if self._producer_state is not None:
-            self._producer_state.clear()
+        self._producers.clear()
 
     def reconfigure(
         self,
@@ -375,6 +374,7 @@ class Log(SegmentReplacement):
             return False
         self._log_start_offset = offset
         self.epoch_cache.truncate_from_start(offset)
+        self._producers.delete_before(offset)
         return True
 
     def close(self) -> None:

@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from broker.log.producer_snapshot import SnapshotEntry
 from minibroker.core.errors import ErrorCode
 from minibroker.core.records import NO_PRODUCER_ID, BatchHeader
 
@@ -54,6 +55,7 @@ class BatchMeta:
 class ProducerEntry:
     epoch: int
     batches: deque[BatchMeta] = field(default_factory=lambda: deque(maxlen=BATCHES_KEPT))
+    last_timestamp: int = -1  # the last batch's max timestamp (snapshots keep it)
 
     def duplicate_of(self, epoch: int, first_seq: int, last_seq: int) -> BatchMeta | None:
         if epoch != self.epoch:
@@ -123,6 +125,34 @@ class ProducerStateTable:
                 entry = self._producers[h.producer_id] = ProducerEntry(h.producer_epoch)
             last = last_sequence(h.base_sequence, h.last_offset_delta)
             entry.batches.append(BatchMeta(h.base_sequence, last, h.base_offset, h.last_offset))
+            entry.last_timestamp = h.max_timestamp
+
+    def snapshot(self) -> list[SnapshotEntry]:
+        """Each producer's epoch and last batch, as a snapshot keeps them (Kafka keeps the
+        last batch only: after a restart a retry of an older one is not recognised)."""
+        out = []
+        for pid, entry in sorted(self._producers.items()):
+            if entry.batches:
+                b = entry.batches[-1]
+                delta = b.last_offset - b.first_offset
+                out.append(
+                    SnapshotEntry(
+                        pid, entry.epoch, b.last_seq, b.last_offset, delta, entry.last_timestamp
+                    )
+                )
+        return out
+
+    def load(self, entries: Iterable[SnapshotEntry]) -> None:
+        """Producers from a snapshot (Kafka's loadFromSnapshot)."""
+        for e in entries:
+            first_seq = e.last_sequence - e.offset_delta
+            if first_seq < 0:  # the sequence wrapped inside the batch
+                first_seq += INT32_MAX + 1
+            entry = self._producers[e.producer_id] = ProducerEntry(e.epoch)
+            entry.batches.append(
+                BatchMeta(first_seq, e.last_sequence, e.last_offset - e.offset_delta, e.last_offset)
+            )
+            entry.last_timestamp = e.timestamp
 
     def truncate_to(self, log_end_offset: int) -> None:
         """Forget batches at or past the log's new end; a producer left with none is gone."""

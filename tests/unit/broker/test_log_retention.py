@@ -175,13 +175,14 @@ def test_the_epoch_cache_forgets_epochs_before_the_start() -> None:
     assert [(e.epoch, e.start_offset) for e in log.epoch_cache.entries] == [(2, 3), (3, 4)]
 
 
-def test_a_producer_whose_batches_were_deleted_is_remembered_until_the_log_is_read_again() -> None:
-    """Kafka 2.6: ProducerStateManager.truncateHead keeps the producer in memory; a log read
-    again (a restart) knows no state of it and takes any sequence (KIP-360's unknown producer)."""
+def test_a_producer_whose_batches_were_deleted_is_remembered_while_its_snapshot_lasts() -> None:
+    """Kafka 2.6: ProducerStateManager.truncateHead keeps the producer in memory, and the
+    snapshot written at the roll keeps it across a restart; a log with no snapshot of it
+    knows no state and takes any sequence (KIP-360's unknown producer)."""
     store = MemorySegmentStore()
     log = Log(store, segment_bytes=len(batch(b"a", T0, producer_id=7, seq=0)))
     log.append_as_leader(batch(b"a", T0, producer_id=7, seq=0), leader_epoch=0)
-    log.append_as_leader(batch(b"c", T0), leader_epoch=0)
+    log.append_as_leader(batch(b"c", T0), leader_epoch=0)  # rolls: 00..01.snapshot
     log.maybe_increment_log_start_offset(1, high_watermark=2)
     apply(log, RetentionPolicy(delete=False), now_ms=T0, hw=2)
     assert log.segment_base_offsets() == [1]
@@ -189,6 +190,11 @@ def test_a_producer_whose_batches_were_deleted_is_remembered_until_the_log_is_re
         log.append_as_leader(batch(b"b", T0, producer_id=7, seq=5), leader_epoch=0)
     assert refused.value.code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     log.flush()
+    with pytest.raises(RecordError):
+        Log(store, log_start_offset=1).append_as_leader(
+            batch(b"b", T0, producer_id=7, seq=5), leader_epoch=0
+        )
+    store.delete(f"{1:020d}.snapshot")
     reopened = Log(store, log_start_offset=1)
     info = reopened.append_as_leader(batch(b"d", T0, producer_id=7, seq=5), leader_epoch=0)
     assert info.first_offset == 2
