@@ -1,5 +1,6 @@
-"""`python -m bench all|raw|load|nats|failover|scale|dashboard|reassign [options]`: `all` runs every
-benchmark and rewrites BENCHMARKS.md; the others run one benchmark and print its tables."""
+"""`python -m bench all|raw|load|nats|failover|scale|dashboard|reassign|logs [options]`: `all`
+runs every benchmark and rewrites BENCHMARKS.md; the others run one benchmark and print its
+tables."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from types import ModuleType
 from bench import (
     dashboard,
     failover,
+    logs,
     minibroker_load,
     nats_peer,
     raw_grpc,
@@ -29,6 +31,7 @@ COMMANDS: dict[str, ModuleType] = {
     "scale": scale,
     "dashboard": dashboard,
     "reassign": reassign,
+    "logs": logs,
 }
 
 

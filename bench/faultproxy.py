@@ -83,7 +83,9 @@ def produce_rows(proxy: bool, seconds: float, in_flight: int) -> None:
             cpu_before = _cpu_s(proxy_info.pid) if proxy_info else 0.0
             started = time.monotonic()
             for batch in (1, 100, 1000):
-                data = build_batch([NewRecord(None, b"v" * 100)] * batch, base_timestamp=0)
+                data = build_batch(
+                    [NewRecord(None, b"v" * 100)] * batch, base_timestamp=int(time.time() * 1000)
+                )
                 for acks in (1, -1):
                     request = broker_pb2.ProduceRequest(acks=acks, timeout_ms=30_000)
                     request.topics.add(name=TOPIC).partitions.add(partition_index=0, records=data)

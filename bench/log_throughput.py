@@ -26,7 +26,9 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=256, help="total bytes to append")
     args = parser.parse_args()
     value = b"x" * max(1, args.batch_kib * 1024 // args.records_per_batch - 20)
-    batch = build_batch([NewRecord(None, value)] * args.records_per_batch, base_timestamp=0)
+    batch = build_batch(
+        [NewRecord(None, value)] * args.records_per_batch, base_timestamp=int(time.time() * 1000)
+    )
     count = args.mib * 1024 * 1024 // len(batch)
     total_mib = count * len(batch) / 2**20
     print(

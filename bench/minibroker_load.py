@@ -78,7 +78,8 @@ async def pre_built(
 ) -> tuple[Result, Result]:
     """The case at peak (closed loop) and at half of the peak's request rate (open loop)."""
     batch = build_batch(
-        [NewRecord(None, b"v" * record_bytes)] * records_per_batch, base_timestamp=0
+        [NewRecord(None, b"v" * record_bytes)] * records_per_batch,
+        base_timestamp=int(time.time() * 1000),
     )
     channels: dict[str, grpc.aio.Channel] = {}
     try:

@@ -18,6 +18,7 @@ from pathlib import Path
 from bench import (
     dashboard,
     failover,
+    logs,
     minibroker_load,
     nats_peer,
     raw_grpc,
@@ -360,6 +361,18 @@ def main(args: argparse.Namespace) -> None:
                 reassign.measure(
                     size_mb=16 if args.quick else 64,
                     rate_mb=8.0,
+                    load=200.0,
+                    seconds=3.0 if args.quick else 10.0,
+                )
+            ],
+        ),
+        (
+            "logs",
+            lambda: [
+                logs.measure(
+                    clean_mb=32 if args.quick else 256,
+                    restart_mb=128 if args.quick else 1024,
+                    fill_mb=16 if args.quick else 64,
                     load=200.0,
                     seconds=3.0 if args.quick else 10.0,
                 )

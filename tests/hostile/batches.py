@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,6 +23,9 @@ HEADER = struct.Struct(">qiibIhiqqqhii")
 CONTROL_FLAG = 0x20
 TRANSACTIONAL_FLAG = 0x10
 LOG_APPEND_TIME_FLAG = 0x08
+
+# Batches stamped now: retention deletes records older than retention.ms (a week).
+NOW_MS = int(time.time() * 1000)
 
 
 def varint(value: int) -> bytes:
@@ -73,8 +77,8 @@ def batch(
     """A v2 batch around `body` with a correct CRC, whatever the other fields say."""
     delta = record_count - 1 if last_offset_delta is None else last_offset_delta
     header = HEADER.pack(
-        0, 49 + len(body), -1, 2, 0, attributes, delta, 1_700_000_000_000,
-        1_700_000_000_000, producer_id, producer_epoch, base_sequence, record_count,
+        0, 49 + len(body), -1, 2, 0, attributes, delta, NOW_MS,
+        NOW_MS, producer_id, producer_epoch, base_sequence, record_count,
     )  # fmt: skip
     out = bytearray(header + body)
     struct.pack_into(">I", out, 17, crc32c(bytes(out[21:])))

@@ -3,6 +3,7 @@ retries and batching on purpose)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import grpc
@@ -30,8 +31,10 @@ def stub(address: str) -> broker_pb2_grpc.BrokerStub:
     return broker_pb2_grpc.BrokerStub(channel)
 
 
-def batch(*values: bytes, ts: int = 1_700_000_000_000) -> bytes:
-    return build_batch([NewRecord(None, v) for v in values], base_timestamp=ts)
+def batch(*values: bytes, ts: int | None = None) -> bytes:
+    """Records stamped now by default: retention deletes records older than retention.ms."""
+    now = int(time.time() * 1000) if ts is None else ts
+    return build_batch([NewRecord(None, v) for v in values], base_timestamp=now)
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Corrupted storage on real processes (issue 15 part 3): a follower is stopped, one of its
 files is damaged — the active segment's tail torn and garbled, the index garbled, the HW
-checkpoint garbled, the leader-epoch checkpoint garbled — and it is started again while the
+checkpoint garbled, the leader-epoch checkpoint garbled, the log-start-offset and cleaner-offset
+checkpoints garbled, a producer snapshot garbled (issue 27) — and it is started again while the
 others took more writes. It must come up (not crash), say what it repaired, fetch what it lost
 from the leader and rejoin the ISR; every acknowledged record reads back identical."""
 
@@ -43,11 +44,26 @@ def _garble_epoch_checkpoint(d: Path) -> None:
     (d / "leader-epoch-checkpoint").write_bytes(b"\x00garbage\n5 5 5\n")
 
 
+def _garble_start_checkpoint(d: Path) -> None:
+    (d.parent / "log-start-offset-checkpoint").write_bytes(b"0\n2\nt 0 7\n")  # count lies
+
+
+def _garble_cleaner_checkpoint(d: Path) -> None:
+    (d.parent / "cleaner-offset-checkpoint").write_bytes(b"9\n1\nt 0 3\n")  # unknown version
+
+
+def _garble_producer_snapshot(d: Path) -> None:
+    (d / f"{3:020d}.snapshot").write_bytes(b"\x00\x01not a snapshot")
+
+
 CASES: dict[str, tuple[Callable[[Path], None], str]] = {
     "segment-tail": (_tear_and_garble, "log_recovered"),
     "index": (_garble_index, "log_recovered"),
     "hw-checkpoint": (_garble_hw_checkpoint, "checkpoint_discarded"),
     "leader-epoch-checkpoint": (_garble_epoch_checkpoint, "log_recovered"),
+    "log-start-offset-checkpoint": (_garble_start_checkpoint, "checkpoint_discarded"),
+    "cleaner-offset-checkpoint": (_garble_cleaner_checkpoint, "checkpoint_discarded"),
+    "producer-snapshot": (_garble_producer_snapshot, "log_recovered"),
 }
 
 

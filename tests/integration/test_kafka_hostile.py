@@ -167,7 +167,7 @@ def produce_answer(c: Cluster, broker_id: int, topic: str, records: bytes) -> An
 
 
 def a_batch(value: bytes = b"v") -> bytes:
-    return records.build_batch([NewRecord(None, value)], base_timestamp=1_700_000_000_000)
+    return records.build_batch([NewRecord(None, value)], base_timestamp=int(time.time() * 1000))
 
 
 def test_kafkas_error_codes_come_back_on_the_kafka_listener(hc: Cluster) -> None:

@@ -88,12 +88,13 @@ def read_confluent(c: Cluster, topic: str) -> list[tuple[int, bytes, Value]]:
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})  # fmt: skip
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        out, idle = [], time.monotonic()
+        out: list[tuple[int, bytes, Value]] = []
+        idle = time.monotonic()
         while time.monotonic() - idle < 4:
             m = consumer.poll(0.5)
             if m is None or m.error():
                 continue
-            out.append((m.offset(), m.key(), m.value()))
+            out.append((int(m.offset() or 0), bytes(m.key() or b""), m.value()))
             idle = time.monotonic()
         return out
     finally:
@@ -124,7 +125,9 @@ def test_every_replica_cleans_and_kafka_consumers_read_the_gaps(cc: Cluster) -> 
     """LogCleanerIntegrationTest.cleanerTest: the last value of each key at its offset; the
     consumers step over the offsets the cleaner removed."""
     create(cc, "compacted")
-    items = [(b"k%d" % (i % 20), b"v%d-" % i + b"x" * 50) for i in range(400)]
+    items: list[tuple[bytes, Value]] = [
+        (b"k%d" % (i % 20), b"v%d-" % i + b"x" * 50) for i in range(400)
+    ]
     acked = produce(cc, "compacted", items)
     produce(cc, "compacted", [(b"roll", b"y" * 3000)])  # the dirty section is no longer active
     wait_until(lambda: len(cleaned_by(cc, "compacted")) == 3, timeout_s=WAIT_S,
@@ -183,8 +186,11 @@ def test_killed_leaders_and_cleaners_lose_no_acknowledged_last_value(cc: Cluster
                     sent.setdefault(key, []).append((value, False))
             victim = leader_of(cc, "faults", 0)
             cc.cli("cluster", "kill", f"broker-{victim}")
-            wait_until(lambda v=victim: leader_of(cc, "faults", 0) not in (v, -1),
-                       timeout_s=WAIT_S, what="a new leader")  # fmt: skip
+
+            def moved(v: int = victim) -> bool:
+                return leader_of(cc, "faults", 0) not in (v, -1)
+
+            wait_until(moved, timeout_s=WAIT_S, what="a new leader")
             cc.cli("cluster", "restart", f"broker-{victim}")
     wait_until(lambda: sorted(_isr(cc, "faults")) == [1, 2, 3], timeout_s=WAIT_S,
                what="every replica back in the ISR")  # fmt: skip
