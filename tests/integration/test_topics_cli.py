@@ -207,8 +207,8 @@ def test_describe_shows_zookeepers_state_and_the_brokers_offsets(c: Cluster) -> 
         "replicas": [1, 2, 3],
         "isr": list(states[0].isr),
         "replicas_state": [
-            {"broker": b, "log_end_offset": 3, "high_watermark": 3, "lag": 0, "reachable": True,
-             "live": True, "adding": False, "removing": False}
+            {"broker": b, "log_start_offset": 0, "log_end_offset": 3, "high_watermark": 3,
+             "lag": 0, "reachable": True, "live": True, "adding": False, "removing": False}
             for b in (1, 2, 3)
         ],
         "reassigning": False,
