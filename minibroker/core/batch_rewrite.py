@@ -59,6 +59,22 @@ def _varint(body: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
         shift += 7
 
 
+def _skip_headers(body: bytes, at: int, end: int) -> int:
+    """Past a record's headers, which must end the record exactly."""
+    count, at = _varint(body, at, end)
+    if count < 0:
+        raise IndexError("a negative header count")
+    for _ in range(count):
+        key_len, at = _varint(body, at, end)
+        if key_len < 0:
+            raise IndexError("a header without a key")
+        value_len, at = _varint(body, at + key_len, end)
+        at += max(value_len, 0)
+    if at != end:
+        raise IndexError("its fields do not fill the record")
+    return at
+
+
 def record_views(buf: bytes | memoryview, h: BatchHeader) -> tuple[bytes, list[RecordView]]:
     """The batch's body (decompressed) and its records. Offset deltas must increase and stay
     within the batch's last offset delta (a compacted batch has gaps); RecordError
@@ -82,8 +98,10 @@ def record_views(buf: bytes | memoryview, h: BatchHeader) -> tuple[bytes, list[R
             if key_len >= 0:
                 key, at = body[at : at + key_len], at + key_len
             value_len, at = _varint(body, at, end)
-            if at > end:
-                raise IndexError("key runs past the record")
+            if key_len < -1 or value_len < -1:
+                raise IndexError("a negative key or value length")
+            at += max(value_len, 0)
+            at = _skip_headers(body, at, end)
             log_append_time = h.attributes & TIMESTAMP_TYPE_FLAG
             ts = h.max_timestamp if log_append_time else h.base_timestamp + ts_delta
             out.append(RecordView(h.base_offset + off_delta, ts, key, value_len >= 0, pos, end))
