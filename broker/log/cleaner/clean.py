@@ -18,12 +18,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from broker.log.cleaner.offset_map import OffsetMap
 from broker.log.cleaner.policy import group_by_size
 from broker.log.segment import Segment
 from broker.log.segment_replacement import CLEANED_SUFFIX, SWAP_SUFFIX, SegmentInfo
-from broker.log.store import SegmentStore
+from broker.log.store import FileSegmentStore, SegmentStore
 from minibroker.core import records
 from minibroker.core.batch_rewrite import empty_header, rebuild, record_views
 from minibroker.core.records import HEADER_SIZE, NO_PRODUCER_ID, BatchHeader
@@ -120,6 +121,12 @@ def last_batches_of_producers(store: SegmentStore, plan: CleanPlan) -> dict[int,
             if h.producer_id != NO_PRODUCER_ID:
                 last[h.producer_id] = h.last_offset
     return last
+
+
+def clean_directory(directory: str, plan: CleanPlan) -> CleanResult:
+    """`clean` of the files in a partition directory: what the broker's cleaner process runs
+    (its own descriptors; no object of the broker's crosses)."""
+    return clean(FileSegmentStore(Path(directory)), plan)
 
 
 def clean(
