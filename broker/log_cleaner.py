@@ -46,6 +46,7 @@ from minibroker.runtime.settings import Settings
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+CLEANER_NICENESS = 10
 
 
 class CleanerHost(Protocol):
@@ -91,6 +92,14 @@ class LogCleaner:
             await asyncio.to_thread(self._process.shutdown, wait=True, cancel_futures=True)
         await self.write_checkpoint()
 
+    def _spawn(self) -> ProcessPoolExecutor:
+        if self._process is None:
+            # spawn: the broker's threads (gRPC, ZooKeeper) must not be forked.
+            self._process = ProcessPoolExecutor(
+                1, mp_context=multiprocessing.get_context("spawn"), initializer=init_cleaner_process
+            )
+        return self._process
+
     def _gone(self, tp: TopicPartition, hosted: HostedPartition) -> bool:
         return self._stopping or self.manager.partitions.get(tp) is not hosted
 
@@ -101,14 +110,9 @@ class LogCleaner:
         store = log.store
         if not isinstance(store, FileSegmentStore):
             return await asyncio.to_thread(clean, store, plan, gone)
-        if self._process is None:
-            # spawn: the broker's threads (gRPC, ZooKeeper) must not be forked.
-            self._process = ProcessPoolExecutor(
-                1, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent
-            )
         loop = asyncio.get_running_loop()
         result = await loop.run_in_executor(
-            self._process, clean_directory, str(store.directory), plan
+            self._spawn(), clean_directory, str(store.directory), plan
         )
         if gone():
             await asyncio.to_thread(log.unlink_retired, _swap_files(result))
@@ -236,13 +240,15 @@ class LogCleaner:
         self.checkpoint.pop(tp, None)
 
 
-def die_with_parent() -> None:
+def init_cleaner_process() -> None:
     """In the cleaner's process: SIGKILL it when the broker dies (Linux's PR_SET_PDEATHSIG), so
-    a killed broker leaves no cleaner behind."""
+    a killed broker leaves no cleaner behind; and yield the CPU to the brokers' event loops
+    (nice 10: cleaning is background work, as Kafka's cleaner throttle makes it)."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() == 1:  # the broker died before the line above
         os._exit(1)
+    os.nice(CLEANER_NICENESS)
 
 
 def _swap_files(result: CleanResult) -> list[str]:
