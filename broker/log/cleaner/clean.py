@@ -30,6 +30,7 @@ from minibroker.core.batch_rewrite import empty_header, rebuild, record_views
 from minibroker.core.records import HEADER_SIZE, NO_PRODUCER_ID, BatchHeader
 
 READ_CHUNK_BYTES = 1 << 20
+WRITE_CHUNK_BYTES = 8 << 20  # the cleaned segment is written in pieces of about this size
 CONTROL_FLAG = 0x20
 
 
@@ -170,6 +171,7 @@ def _clean_group(
     cleaned = Segment.empty(group[0].base_offset, plan.index_interval_bytes)
     log_name, index_name = cleaned.log_name + CLEANED_SUFFIX, cleaned.index_name + CLEANED_SUFFIX
     store.write_new(log_name, b"")
+    written = 0  # bytes of the cleaned segment already in its file
     for info in group:
         retain_deletes = info.last_modified_ms > plan.delete_horizon_ms
         out: list[bytes] = []
@@ -187,8 +189,12 @@ def _clean_group(
             cleaned.size += len(data)
             cleaned.next_offset = kept.next_offset
             out.append(data)
+            if cleaned.size - written >= WRITE_CHUNK_BYTES:  # memory stays bounded
+                store.append_unpooled(log_name, b"".join(out))
+                out, written = [], cleaned.size
         if out:
             store.append_unpooled(log_name, b"".join(out))
+            written = cleaned.size
     result.bytes_written += cleaned.size
     store.write_new(index_name, cleaned.index.to_bytes())
     store.sync_unpooled(log_name)
