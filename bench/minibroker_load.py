@@ -232,7 +232,8 @@ async def end_to_end(
         await producer.flush()
         elapsed = time.perf_counter() - started
         done.set()
-        await asyncio.wait_for(reader, 30)
+        async with asyncio.timeout(30):
+            await reader
     return Result(
         SYSTEM, "end-to-end acks=all", record_bytes, 1, sent, elapsed, *percentiles(latencies),
         load="half",

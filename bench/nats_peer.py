@@ -208,7 +208,8 @@ async def measure(url: str, mode: str, record_bytes: int, seconds: float, window
                 sent = time.perf_counter()
                 future = await js.publish_async(SUBJECT, payload, wait_stall=30)
                 future.add_done_callback(acked(sent))
-            await asyncio.wait_for(js.publish_async_completed(), 60)
+            async with asyncio.timeout(60):
+                await js.publish_async_completed()
             if errors:
                 raise RuntimeError(f"{len(errors)} async publishes failed, first: {errors[0]!r}")
         else:

@@ -197,7 +197,8 @@ async def measure(
     """One case: `mode` with payloads of `record_bytes * records_per_message` bytes."""
     payload = b"v" * (record_bytes * records_per_message)
     async with grpc.aio.insecure_channel(address, options=OPTIONS) as channel:
-        await asyncio.wait_for(channel.channel_ready(), 10)
+        async with asyncio.timeout(10):
+            await channel.channel_ready()
         if mode == "unary":
             messages, latencies, elapsed = await _unary(channel, payload, seconds, in_flight)
         elif mode == "bidi":

@@ -6,7 +6,6 @@ takes is seen within one tick; every write's broker, send and answer time are ke
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 from collections.abc import Coroutine, Iterable, Sequence
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from minibroker.core.errors import ErrorCode
 from minibroker.core.records import NewRecord, build_batch
 from minibroker.core.types import TopicPartition
 from minibroker.runtime.clock import now_ms
+from minibroker.runtime.deadlines import wait_set
 
 T = TypeVar("T")
 PROBE_INTERVAL_S = 0.005
@@ -109,8 +109,7 @@ class Probe:
                         task = asyncio.ensure_future(self._write(broker))
                         pending.add(task)
                         task.add_done_callback(pending.discard)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), PROBE_INTERVAL_S)  # pacing
+                await wait_set(stop, PROBE_INTERVAL_S)  # pacing
         finally:
             for task in pending:
                 task.cancel()

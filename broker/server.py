@@ -11,6 +11,7 @@ import base64
 import contextlib
 import logging
 import uuid
+from collections.abc import Awaitable
 from pathlib import Path
 
 import grpc
@@ -61,6 +62,26 @@ def get_or_create_cluster_id(store: ZkStore) -> str:
 # Fetch responses reach replica.fetch.response.max.bytes (10 MiB) and produce requests carry
 # batches up to message.max.bytes per partition: gRPC's 4 MiB default is too small.
 GRPC_OPTIONS = server_options(max_message_bytes=64 << 20)
+
+
+STOP_STEP_WARN_S = 5.0
+
+
+async def _stop_step(step: str, aw: Awaitable[object]) -> None:
+    """One step of the clean stop; one that takes longer than STOP_STEP_WARN_S is said, with
+    what every task is waiting on, before it is awaited to its end (a stop that hangs is then
+    SIGKILLed by whoever stopped the broker, and the event says where it hung)."""
+    task = asyncio.ensure_future(aw)
+    done, _ = await asyncio.wait([task], timeout=STOP_STEP_WARN_S)
+    if not done:
+        waiting = [
+            f"{t.get_name()}: {t.get_coro()!r}" for t in asyncio.all_tasks() if t is not task
+        ]
+        slog.event(
+            "broker_stop_slow", logging.WARNING, step=step, after_s=STOP_STEP_WARN_S,
+            tasks=waiting[:50],
+        )  # fmt: skip
+    await task
 
 
 async def _stop_all(servers: dict[str, grpc.aio.Server], grace: float | None) -> None:
@@ -184,14 +205,15 @@ async def run_broker(settings: Settings) -> int:
     slog.event("broker_stopping", broker_id=broker_id)
     if settings.get_bool("controlled.shutdown.enable") and rm.broker_epoch != NOT_REGISTERED:
         await controlled_shutdown(store, settings, broker_id, rm.broker_epoch)
-    await health.enter_graceful_shutdown()
-    await dynamic.stop()
-    await kafka.stop()
-    await _stop_all(servers, 1.0)
-    await rm.fetchers.stop()
-    await rm.isr.stop()  # writes a last HW checkpoint
-    await rm.logs.stop()  # and log start offsets
-    await rm.opener.epoch_writer.flush()  # and the leader-epoch checkpoints not yet written
+    await _stop_step("health", health.enter_graceful_shutdown())
+    await _stop_step("dynamic configs", dynamic.stop())
+    await _stop_step("kafka listeners", kafka.stop())
+    await _stop_step("grpc servers", _stop_all(servers, 1.0))
+    await _stop_step("fetchers", rm.fetchers.stop())
+    await _stop_step("isr tasks", rm.isr.stop())  # writes a last HW checkpoint
+    await _stop_step("log manager", rm.logs.stop())  # and log start offsets
+    # and the leader-epoch checkpoints not yet written
+    await _stop_step("epoch checkpoints", rm.opener.epoch_writer.flush())
     for hosted in list(rm.partitions.values()):
         # Kafka's clean shutdown: a producer snapshot at the log end, then everything synced.
         await asyncio.to_thread(hosted.log.write_producer_snapshot)

@@ -37,6 +37,7 @@ from minibroker.core.records import RecordError
 from minibroker.core.types import TopicPartition
 from minibroker.rpc import broker_pb2, broker_pb2_grpc
 from minibroker.runtime import logging as slog
+from minibroker.runtime.deadlines import wait_set
 from minibroker.runtime.grpc_options import channel_options
 from minibroker.runtime.wire import error_from_wire
 
@@ -138,8 +139,7 @@ class FollowerFetcher:
         delays = [st.delayed_until_ms - now for st in self.states.values()]
         timeout = max(min(delays), 1) / 1000 if delays else None
         self._wakeup.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wakeup.wait(), timeout)
+        await wait_set(self._wakeup, timeout)
 
     def _ready(self) -> tuple[dict[TopicPartition, FetchState], dict[TopicPartition, FetchState]]:
         """The partitions not backing off: to truncate first, and to fetch (in one pass)."""

@@ -36,7 +36,8 @@ class FetchStream:
         call = self._call
         try:
             await call.write(request)
-            response = await asyncio.wait_for(call.read(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                response = await call.read()
         except TimeoutError:
             self.close()
             raise FetchStreamError("DEADLINE_EXCEEDED") from None

@@ -102,7 +102,8 @@ class KafkaConnection:
         try:
             while True:
                 try:
-                    data = await asyncio.wait_for(self.reader.read(READ_CHUNK), self.idle_timeout_s)
+                    async with asyncio.timeout(self.idle_timeout_s):
+                        data = await self.reader.read(READ_CHUNK)
                 except TimeoutError:
                     reason = f"idle for connections.max.idle.ms ({self.idle_timeout_s:g} s)"
                     break

@@ -18,6 +18,7 @@ import grpc
 
 from minibroker.rpc import broker_pb2, broker_pb2_grpc, events_pb2, events_pb2_grpc
 from minibroker.runtime.clock import now_ms
+from minibroker.runtime.deadlines import wait_set
 
 Event = dict[str, Any]
 RECONNECT_S = 1.0
@@ -154,8 +155,7 @@ class Follower:
             while not stop.is_set():
                 with contextlib.suppress(EventsUnavailable, OSError):
                     self._add_sources(await self.discover())
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.rediscover_s)
+                await wait_set(stop, self.rediscover_s)
         finally:
             for cursor in self.cursors.values():
                 if cursor.task is not None:
@@ -179,8 +179,7 @@ class Follower:
         while not stop.is_set():
             for ev in self.order.ready(now_ms()):
                 self.on_event(ev)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), 0.1)
+            await wait_set(stop, 0.1)
 
     async def _follow(self, source: Source, cursor: _Cursor) -> None:
         while True:

@@ -37,6 +37,7 @@ from minibroker.core.errors import ErrorCode
 from minibroker.core.types import TopicPartition
 from minibroker.runtime import logging as slog
 from minibroker.runtime.clock import monotonic_ms, now_ms
+from minibroker.runtime.deadlines import wait_set
 
 # The gRPC deadline of a Produce call exceeds the broker's own timeout_ms by this much, so a
 # slow acks=all write comes back as the broker's REQUEST_TIMED_OUT rather than a dropped call.
@@ -226,7 +227,8 @@ class Producer:
         if self._sender is not None:
             try:
                 timeout_s = None if timeout_ms is None else timeout_ms / 1000
-                await asyncio.wait_for(asyncio.shield(self._sender), timeout_s)
+                async with asyncio.timeout(timeout_s):
+                    await asyncio.shield(self._sender)
             except TimeoutError:
                 self._sender.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -260,8 +262,7 @@ class Producer:
                     f"buffer_memory stayed full for max_block_ms={self._max_block_ms}",
                 )
             self._progress.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._progress.wait(), remaining_ms / 1000)
+            await wait_set(self._progress, remaining_ms / 1000)
 
     # ---- the sender task ---------------------------------------------------------------------
 
@@ -278,10 +279,7 @@ class Producer:
                 delay = check.next_check_ms
                 if waiting_for_leader:
                     delay = min(delay or self._retry_backoff_ms, self._retry_backoff_ms)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(
-                        self._wake.wait(), None if delay is None else delay / 1000
-                    )
+                await wait_set(self._wake, None if delay is None else delay / 1000)
         except Exception as exc:
             # A bug here must not leave callers waiting forever on their futures.
             slog.event("producer_sender_failed", logging.ERROR, error=repr(exc))

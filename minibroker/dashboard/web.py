@@ -123,7 +123,8 @@ async def stream(request: web.Request) -> web.StreamResponse:
         await resp.write(sse({"type": "state", "state": collector.state, "events": recent}))
         while True:
             try:
-                message = await asyncio.wait_for(q.get(), HEARTBEAT_S)
+                async with asyncio.timeout(HEARTBEAT_S):
+                    message = await q.get()
             except TimeoutError:
                 await resp.write(b": keepalive\n\n")
                 continue

@@ -36,6 +36,7 @@ from minibroker.faultproxy.model import (
 )
 from minibroker.faultproxy.pacing import TokenBucket, pieces
 from minibroker.runtime import logging as slog
+from minibroker.runtime.deadlines import wait_set
 
 CHUNK = 256 * 1024
 # Bytes a pump may hold read but unwritten (delay, throttle) before it stops reading; beyond
@@ -63,8 +64,7 @@ class DirectionState:
 
     async def changed(self, timeout_s: float | None = None) -> None:
         """Return when the fault changes next, or after `timeout_s`."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), timeout_s)
+        await wait_set(self._changed, timeout_s)
 
     async def until_open(self) -> None:
         while self.fault.cut:
@@ -229,10 +229,10 @@ class Connection:
             _reset(writer)  # accepted during a cut: its handshake never got through
             return
         try:
-            self.upstream = await asyncio.wait_for(
-                asyncio.open_connection(HOST, link.spec.target_port, limit=CHUNK),
-                CONNECT_TIMEOUT_S,
-            )
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                self.upstream = await asyncio.open_connection(
+                    HOST, link.spec.target_port, limit=CHUNK
+                )
         except (OSError, TimeoutError):
             _reset(writer)  # the target is down: the client sees its connection refused
             return

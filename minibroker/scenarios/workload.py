@@ -23,6 +23,7 @@ from minibroker.core.errors import ErrorCode
 from minibroker.core.records import NewRecord, build_batch
 from minibroker.core.types import TopicPartition
 from minibroker.runtime.clock import now_ms
+from minibroker.runtime.deadlines import wait_set
 from minibroker.scenarios.history import FetchRead, History, HwSample, Produced
 from minibroker.scenarios.timeline import Timeline
 
@@ -102,8 +103,7 @@ class Workload:
         self.loop.call_soon_threadsafe(self._stop_producing.set)
         done = self._producer_done
         assert done is not None
-        with contextlib.suppress(TimeoutError):
-            self.call(asyncio.wait_for(done.wait(), timeout_s), timeout_s + 5)
+        self.call(wait_set(done, timeout_s), timeout_s + 5)
 
     def resume_producing(self) -> None:
         """Start the verifying producer again after `stop_producing()`: the same ledger, the
@@ -151,8 +151,7 @@ class Workload:
         finally:
             self._stop_producing.set()
             # The follower ends by itself once stopped, releasing the events it still holds.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(events), 5)
+            await asyncio.wait([events], timeout=5)
             writer = [self._writer] if self._writer is not None else []
             for t in [*tasks, events, *writer]:
                 t.cancel()
@@ -180,7 +179,8 @@ class Workload:
             ) as producer:
                 await asyncio.gather(*(self._write(producer, p) for p in self.partitions))
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(producer.flush(), 30)
+                    async with asyncio.timeout(30):
+                        await producer.flush()
         finally:
             self._producer_done.set()
 

@@ -186,3 +186,50 @@ def test_every_module_fits_in_400_lines() -> None:
         if (n := len(path.read_text().splitlines())) > MAX_LINES
     }
     assert long == {}
+
+
+def wait_for_calls(source: str) -> list[int]:
+    """Lines calling `asyncio.wait_for` (or a bare `wait_for` imported from asyncio)."""
+    tree = ast.parse(source)
+    from_asyncio = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "asyncio"
+        for alias in node.names
+        if alias.name == "wait_for"
+    }
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if (
+            isinstance(f, ast.Attribute)
+            and f.attr == "wait_for"
+            and isinstance(f.value, ast.Name)
+            and f.value.id == "asyncio"
+        ) or (isinstance(f, ast.Name) and f.id in from_asyncio):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_program_awaits_with_asyncio_wait_for() -> None:
+    """On Python 3.11 asyncio.wait_for can swallow a cancellation (minibroker/runtime/
+    deadlines.py): a broker's fetcher that lost one never stopped. Deadlines use
+    asyncio.timeout or deadlines.wait_set."""
+    files = module_files(ROOT, PACKAGES)
+    found = {
+        path.relative_to(ROOT).as_posix(): lines
+        for path in files.values()
+        if (lines := wait_for_calls(path.read_text()))
+    }
+    assert found == {}
+
+
+def test_the_wait_for_check_sees_both_spellings() -> None:
+    src = (
+        "import asyncio\nfrom asyncio import wait_for as wf\n"
+        "async def f(e):\n    await asyncio.wait_for(e.wait(), 1)\n    await wf(e.wait(), 1)\n"
+        "    await e.metadata.wait_for(lambda: True, 1)\n"
+    )
+    assert wait_for_calls(src) == [4, 5]
