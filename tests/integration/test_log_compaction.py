@@ -73,12 +73,20 @@ def read_kafka_python(c: Cluster, topic: str) -> list[tuple[int, bytes, Value]]:
 
     consumer = KafkaConsumer(
         bootstrap_servers=kafka_bootstrap(c).split(","), enable_auto_commit=False,
-        consumer_timeout_ms=4000, auto_offset_reset="earliest",
+        consumer_timeout_ms=10_000, auto_offset_reset="earliest",
     )  # fmt: skip
+    tp = KafkaTp(topic, 0)
     with closing(consumer):
-        consumer.assign([KafkaTp(topic, 0)])
+        consumer.assign([tp])
         consumer.seek_to_beginning()
-        return [(m.offset, m.key, m.value) for m in consumer]
+        # Up to the HW: the record before it is in the active segment, never cleaned away.
+        end = consumer.end_offsets([tp])[tp]
+        out: list[tuple[int, bytes, Value]] = []
+        for m in consumer if end > 0 else ():
+            out.append((m.offset, m.key, m.value))
+            if m.offset >= end - 1:
+                break
+        return out
 
 
 def read_confluent(c: Cluster, topic: str) -> list[tuple[int, bytes, Value]]:
@@ -87,15 +95,17 @@ def read_confluent(c: Cluster, topic: str) -> list[tuple[int, bytes, Value]]:
     consumer = Consumer({"bootstrap.servers": kafka_bootstrap(c), "group.id": f"g-{topic}",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})  # fmt: skip
     try:
+        _, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
         consumer.assign([TopicPartition(topic, 0, 0)])
         out: list[tuple[int, bytes, Value]] = []
-        idle = time.monotonic()
-        while time.monotonic() - idle < 4:
+        deadline = time.monotonic() + 10
+        while end > 0 and time.monotonic() < deadline:
             m = consumer.poll(0.5)
             if m is None or m.error():
                 continue
             out.append((int(m.offset() or 0), bytes(m.key() or b""), m.value()))
-            idle = time.monotonic()
+            if out[-1][0] >= end - 1:  # the HW's last record: nothing after it
+                break
         return out
     finally:
         consumer.close()
