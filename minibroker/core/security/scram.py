@@ -84,7 +84,9 @@ class ScramCredential:
             raise ValueError(f"SCRAM credential: {exc}") from None
 
 
-def salted_password(mechanism: ScramMechanism, password: str, salt: bytes, iterations: int) -> bytes:
+def salted_password(
+    mechanism: ScramMechanism, password: str, salt: bytes, iterations: int
+) -> bytes:
     """RFC 5802's Hi(): PBKDF2 with one block of the hash's size."""
     return hashlib.pbkdf2_hmac(mechanism.hash_name, password.encode(), salt, iterations)
 

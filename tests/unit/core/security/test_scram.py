@@ -129,7 +129,13 @@ def test_malformed_client_first_messages_fail(token: bytes) -> None:
 
 @pytest.mark.parametrize(
     "final",
-    [b"", b"c=biws", b"p=abc", b"c=biws,r=x,p=!!!!", b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=AAAA"],
+    [
+        b"",
+        b"c=biws",
+        b"p=abc",
+        b"c=biws,r=x,p=!!!!",
+        RFC_CLIENT_FINAL.rsplit(b",p=", 1)[0] + b",p=AAAA",  # a proof of the wrong length
+    ],
 )
 def test_malformed_client_final_messages_fail(final: bytes) -> None:
     server = ScramServer(SHA256, {"user": rfc_credential()}.get, RFC_SERVER_NONCE)
@@ -141,7 +147,8 @@ def test_malformed_client_final_messages_fail(final: bytes) -> None:
 def test_credential_text_round_trip_as_scram_credential_utils() -> None:
     cred = make_credential(SHA512, "password", b"salt-bytes", 8192)
     text = cred.to_text()
-    assert text.startswith("salt=c2FsdC1ieXRlcw==,stored_key=") and text.endswith(",iterations=8192")
+    assert text.startswith("salt=c2FsdC1ieXRlcw==,stored_key=")
+    assert text.endswith(",iterations=8192")
     assert ScramCredential.from_text(text) == cred
 
 
