@@ -76,7 +76,7 @@ def test_wrong_password_fails_and_the_exchange_stays_failed() -> None:
 
 
 def test_unknown_user_fails() -> None:
-    server = ScramServer(SHA256, {}.get, "srv")
+    server = ScramServer(SHA256, lambda _user: None, "srv")
     with pytest.raises(SaslAuthenticationFailed, match="Invalid user credentials"):
         server.evaluate(b"n,,n=mallory,r=abc")
 
