@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 
 from broker.partition_opener import log_options
 from broker.partition_table import PartitionTable
@@ -43,12 +44,14 @@ class DynamicConfigManager:
         broker_id: int,
         partitions: PartitionTable,
         topic_configs: TopicConfigs,
+        on_user_changed: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
         self.broker_id = broker_id
         self.partitions = partitions
         self.topic_configs = topic_configs
+        self.on_user_changed = on_user_changed
         self._last_seq = -1
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -113,7 +116,9 @@ class DynamicConfigManager:
             await self._reload_topic(name, node=child)
         elif entity_type == "brokers" and name in (DEFAULT_ENTITY, str(self.broker_id)):
             await self._reload_broker_configs(cause=child)
-        # Other brokers' configs, users and clients (quotas) are not this broker's to apply.
+        elif entity_type == "users" and name and self.on_user_changed is not None:
+            await self.on_user_changed(name)  # SCRAM credentials (CredentialCache)
+        # Other brokers' configs and clients (quotas) are not this broker's to apply.
 
     async def _reload_topic(self, topic: str, node: str) -> None:
         if not any(tp.topic == topic for tp in self.partitions):

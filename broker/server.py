@@ -26,6 +26,7 @@ from broker.metadata_dir import InconsistentBrokerId, prepare_log_dir
 from broker.metrics import BrokerMetrics
 from broker.registration import NOT_REGISTERED, BrokerRegistrar
 from broker.replica_manager import ReplicaManager
+from broker.security.setup import BrokerSecurity, SecurityConfigError
 from broker.servicers import BrokerServicer
 from minibroker.core.listeners import (
     ListenerError,
@@ -97,7 +98,8 @@ async def run_broker(settings: Settings) -> int:
         protocols = security_protocol_map(
             settings.get_str("listener.security.protocol.map"), listeners
         )
-    except ListenerError as exc:
+        security = BrokerSecurity(settings, protocols)
+    except (ListenerError, SecurityConfigError) as exc:
         slog.event("broker_failed", logging.ERROR, error=str(exc))
         return 1
 
@@ -105,7 +107,7 @@ async def run_broker(settings: Settings) -> int:
     servers: dict[str, grpc.aio.Server] = {}
     bound: dict[str, int] = {}
     health = HealthServicer()
-    kafka = KafkaServers()
+    kafka = KafkaServers(security)
     for e in listeners:
         if speaks_kafka(e.listener):
             bound[e.listener] = await kafka.listen(e)
@@ -177,6 +179,13 @@ async def run_broker(settings: Settings) -> int:
         metrics_port = metrics.serve(metrics_port, settings.get_str("minibroker.metrics.host"))
     for server in servers.values():
         await server.start()
+    try:
+        await security.start(store)  # credentials and ACLs before a Kafka client is served
+    except ZkError as exc:
+        slog.event("broker_failed", logging.ERROR, error=str(exc))
+        await kafka.stop()
+        await _stop_all(servers, None)
+        return 1
     await kafka.start(rm, cluster_id)
     await health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
     slog.event(
@@ -187,7 +196,9 @@ async def run_broker(settings: Settings) -> int:
     )
     rm.isr.start()
     rm.logs.start()
-    dynamic = DynamicConfigManager(store, settings, broker_id, rm.partitions, rm.topic_configs)
+    dynamic = DynamicConfigManager(
+        store, settings, broker_id, rm.partitions, rm.topic_configs, security.on_user_changed
+    )
     registrar = BrokerRegistrar(store, registration, on_epoch)
     try:
         await dynamic.start()  # dynamic configs in force before the first LeaderAndIsr
@@ -208,6 +219,7 @@ async def run_broker(settings: Settings) -> int:
     await _stop_step("health", health.enter_graceful_shutdown())
     await _stop_step("dynamic configs", dynamic.stop())
     await _stop_step("kafka listeners", kafka.stop())
+    await _stop_step("security", security.stop())
     await _stop_step("grpc servers", _stop_all(servers, 1.0))
     await _stop_step("fetchers", rm.fetchers.stop())
     await _stop_step("isr tasks", rm.isr.stop())  # writes a last HW checkpoint

@@ -5,11 +5,15 @@ A connection closes, with a `kafka_connection_closed` event saying why, on frami
 follow, a request that does not parse, an API or version this broker does not serve (Kafka
 closes then too; only ApiVersions is answered with UNSUPPORTED_VERSION, so that clients learn
 what to ask), or `connections.max.idle.ms` without a byte. Nothing a client sends is
-allocated before it has arrived."""
+allocated before it has arrived. On a SASL listener every frame goes to the SASL gate until
+the client has authenticated (`broker/security/sasl_gate.py`); then the connection's session
+carries the principal."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -18,6 +22,7 @@ from typing import Any
 from kafka.protocol.api_key import ApiKey
 
 from broker.kafka import (
+    handlers_acls,
     handlers_admin,
     handlers_configs,
     handlers_controller,
@@ -30,7 +35,9 @@ from broker.kafka import (
     handlers_producer,
 )
 from broker.kafka.context import KafkaContext
+from broker.kafka.errors import CloseConnection
 from broker.kafka.framing import FrameError, FrameReader
+from broker.kafka.handlers_sasl import handle_sasl_authenticate, handle_sasl_handshake
 from broker.kafka.protocol import (
     APIS,
     MalformedRequest,
@@ -38,7 +45,10 @@ from broker.kafka.protocol import (
     encode_response,
     peek_header,
 )
+from broker.security.authorizer import Session
+from broker.security.sasl_gate import SaslClose, SaslGate
 from minibroker.core.errors import ErrorCode
+from minibroker.core.security.sasl import MAX_RECEIVE_SIZE
 from minibroker.runtime import logging as slog
 
 Handler = Callable[[KafkaContext, Any, int], Awaitable[Any]]
@@ -72,12 +82,13 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DescribeConfigs: handlers_configs.handle_describe_configs,
     ApiKey.AlterConfigs: handlers_configs.handle_alter_configs,
     ApiKey.IncrementalAlterConfigs: handlers_configs.handle_incremental_alter_configs,
+    ApiKey.SaslHandshake: handle_sasl_handshake,
+    ApiKey.SaslAuthenticate: handle_sasl_authenticate,
+    ApiKey.CreateAcls: handlers_acls.handle_create_acls,
+    ApiKey.DescribeAcls: handlers_acls.handle_describe_acls,
+    ApiKey.DeleteAcls: handlers_acls.handle_delete_acls,
 }
 READ_CHUNK = 1 << 16
-
-
-class CloseConnection(Exception):
-    """The connection must close; the message says why."""
 
 
 class KafkaConnection:
@@ -88,11 +99,15 @@ class KafkaConnection:
         writer: asyncio.StreamWriter,
         max_request_bytes: int,
         idle_timeout_s: float,
+        gate: SaslGate | None = None,
     ) -> None:
         self.ctx = ctx
         self.reader = reader
         self.writer = writer
-        self.frames = FrameReader(max_request_bytes)
+        self.gate = gate
+        self.max_request_bytes = max_request_bytes
+        limit = min(max_request_bytes, MAX_RECEIVE_SIZE) if gate else max_request_bytes
+        self.frames = FrameReader(limit)
         self.idle_timeout_s = idle_timeout_s
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
@@ -110,10 +125,19 @@ class KafkaConnection:
                 if not data:
                     break
                 for payload in self.frames.feed(data):
-                    answer = await self.answer(payload)
+                    if self.gate is not None and not self.gate.complete:
+                        answer = self.authenticate(payload)
+                    else:
+                        answer = await self.answer(payload)
                     if answer is not None:
                         self.writer.write(answer)
                         await self.writer.drain()
+        except SaslClose as exc:
+            reason = f"SASL: {exc}"
+            if exc.answer is not None:
+                with contextlib.suppress(ConnectionError):
+                    self.writer.write(exc.answer)
+                    await self.writer.drain()
         except (FrameError, MalformedRequest, CloseConnection) as exc:
             reason = str(exc)
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
@@ -124,6 +148,17 @@ class KafkaConnection:
                 peer=self.peer, reason=reason,
             )  # fmt: skip
             self.writer.close()
+
+    def authenticate(self, payload: bytes) -> bytes | None:
+        """A frame before authentication, through the SASL gate."""
+        assert self.gate is not None
+        got = self.gate.answer(payload)
+        if got.principal is not None:
+            self.ctx = dataclasses.replace(
+                self.ctx, session=Session(got.principal, self.ctx.session.host)
+            )
+            self.frames.max_frame_bytes = self.max_request_bytes
+        return got.answer
 
     async def answer(self, payload: bytes) -> bytes | None:
         """The framed answer to one request (None when Kafka sends none: acks=0)."""

@@ -21,6 +21,7 @@ from kafka.protocol.admin.topics import (
 from broker.kafka.context import KafkaContext
 from minibroker.client import admin_zk, topic_changes_zk
 from minibroker.core.errors import ApiError, ErrorCode
+from minibroker.core.security.acl import AclOperation, ResourceType
 from minibroker.core.types import NO_LEADER
 from minibroker.runtime.zk_errors import ZkError
 
@@ -38,8 +39,13 @@ Outcome = tuple[ErrorCode, str | None]
 async def handle_create_topics(ctx: KafkaContext, request: Any, version: int) -> Any:
     validate_only = bool(request.validate_only) if version >= 1 else False
     results = []
+    # KafkaApis: CREATE on the Cluster covers every topic, else CREATE on each.
+    any_topic = ctx.may_cluster(AclOperation.CREATE, log=False)
     for t in request.topics:
-        error, message = await create_topic(ctx, t, validate_only, int(request.timeout_ms))
+        if any_topic or ctx.may(AclOperation.CREATE, ResourceType.TOPIC, t.name):
+            error, message = await create_topic(ctx, t, validate_only, int(request.timeout_ms))
+        else:
+            error, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
         results.append(
             _Created(
                 name=t.name,
@@ -114,7 +120,10 @@ async def handle_delete_topics(ctx: KafkaContext, request: Any, version: int) ->
         outcomes = {n: (code, "delete.topic.enable is false on this cluster") for n in names}
     else:
         for name in names:
-            outcomes[name] = await _mark(ctx, name)
+            if ctx.may(AclOperation.DELETE, ResourceType.TOPIC, name):
+                outcomes[name] = await _mark(ctx, name)
+            else:
+                outcomes[name] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
         marked = [n for n, (e, _) in outcomes.items() if e is ErrorCode.NONE]
         timeout_ms = int(request.timeout_ms)
         # DelayedDeleteTopics: done once no marked topic is in this broker's metadata.
@@ -151,6 +160,15 @@ async def handle_create_partitions(ctx: KafkaContext, request: Any, version: int
     results = []
     for t in request.topics:
         given = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
+        if not ctx.may(AclOperation.ALTER, ResourceType.TOPIC, t.name):
+            results.append(
+                _Grown(
+                    name=t.name,
+                    error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                    error_message="The topic authorization is failed.",
+                )  # fmt: skip
+            )
+            continue
         try:
             await asyncio.to_thread(
                 topic_changes_zk.add_partitions, ctx.rm.store, t.name, int(t.count), given,

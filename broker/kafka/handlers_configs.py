@@ -32,6 +32,7 @@ from minibroker.core.broker_config import (
 )
 from minibroker.core.config_def import ConfigType
 from minibroker.core.errors import ApiError, ErrorCode
+from minibroker.core.security.acl import AclOperation, ResourceType
 from minibroker.core.topic_config import TOPIC_CONFIGS, InvalidTopicConfigValue
 from minibroker.runtime.properties import PROPERTY_BY_NAME
 from minibroker.runtime.zk_errors import ZkError
@@ -66,7 +67,7 @@ async def handle_describe_configs(ctx: KafkaContext, request: Any, version: int)
         results.append(
             _Described(
                 error_code=int(error),
-                error_message=message,
+                error_message=message or None,
                 resource_type=r.resource_type,
                 resource_name=r.resource_name,
                 configs=[e for e in entries if keys is None or e.name in keys],
@@ -75,7 +76,17 @@ async def handle_describe_configs(ctx: KafkaContext, request: Any, version: int)
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
+def _check_permission(ctx: KafkaContext, kind: int, name: str, operation: AclOperation) -> None:
+    """KafkaApis: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or
+    on the Cluster for a broker (CLUSTER_AUTHORIZATION_FAILED)."""
+    if kind == TOPIC_RESOURCE and not ctx.may(operation, ResourceType.TOPIC, name):
+        raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "")
+    if kind == BROKER_RESOURCE and not ctx.may_cluster(operation):
+        raise ApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "")
+
+
 async def _describe(ctx: KafkaContext, kind: int, name: str, synonyms: bool) -> list[Any]:
+    _check_permission(ctx, kind, name, AclOperation.DESCRIBE_CONFIGS)
     settings = ctx.rm.settings
     default, own = settings.dynamic
     static = settings.static_strings()
@@ -208,7 +219,7 @@ async def handle_incremental_alter_configs(ctx: KafkaContext, request: Any, vers
 def _result(r: Any, error: ApiError | None) -> dict[str, Any]:
     return {
         "error_code": int(error.code) if error else 0,
-        "error_message": error.message if error else None,
+        "error_message": (error.message or None) if error else None,
         "resource_type": r.resource_type,
         "resource_name": r.resource_name,
     }
@@ -262,6 +273,7 @@ async def _alter(ctx: KafkaContext, kind: int, name: str, change: Any, validate_
 ):  # fmt: skip
     store = ctx.rm.store
     try:
+        _check_permission(ctx, kind, name, AclOperation.ALTER_CONFIGS)
         if kind == TOPIC_RESOURCE:
             current = await asyncio.to_thread(config_zk.read_entity_config, store, "topics", name)
             new = change(current)

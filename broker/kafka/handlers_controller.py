@@ -20,6 +20,7 @@ from broker.kafka.context import KafkaContext
 from minibroker.client import controller_admin
 from minibroker.client.controller_admin import ControllerUnavailable, PartitionOutcome
 from minibroker.core.errors import ErrorCode
+from minibroker.core.security.acl import AclOperation
 from minibroker.core.types import TopicPartition
 from minibroker.runtime.zk_errors import ZkError
 
@@ -29,6 +30,10 @@ _ListTopic = ListPartitionReassignmentsResponse.OngoingTopicReassignment
 _ListPartition = _ListTopic.OngoingPartitionReassignment
 _Elected = ElectLeadersResponse.ReplicaElectionResult
 _ElectedPartition = _Elected.PartitionResult
+
+
+class _Denied(Exception):
+    """The principal may not: CLUSTER_AUTHORIZATION_FAILED for the whole request."""
 
 
 def _unavailable(exc: Exception) -> tuple[ErrorCode, str]:
@@ -48,9 +53,13 @@ async def handle_alter_partition_reassignments(
         for p in t.partitions
     }
     try:
+        if not ctx.may_cluster(AclOperation.ALTER):  # KafkaApis: ALTER on the Cluster
+            raise _Denied
         top, message, results = await controller_admin.alter_partition_reassignments(
             ctx.rm.store, targets, ctx.rm.inter_broker_listener
         )
+    except _Denied:
+        top, message, results = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "", {}
     except (ControllerUnavailable, ZkError) as exc:
         top, message = _unavailable(exc)
         results = {}
@@ -77,9 +86,13 @@ async def handle_list_partition_reassignments(ctx: KafkaContext, request: Any, v
         else [TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
     )
     try:
+        if not ctx.may_cluster(AclOperation.DESCRIBE):  # KafkaApis: DESCRIBE on the Cluster
+            raise _Denied
         top, message, ongoing = await controller_admin.list_partition_reassignments(
             ctx.rm.store, wanted, ctx.rm.inter_broker_listener
         )
+    except _Denied:
+        top, message, ongoing = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "", {}
     except (ControllerUnavailable, ZkError) as exc:
         (top, message), ongoing = _unavailable(exc), {}
     by_topic: dict[str, list[Any]] = {}
@@ -108,9 +121,13 @@ async def handle_elect_leaders(ctx: KafkaContext, request: Any, version: int) ->
     if wanted is None:  # KafkaApis: null means every partition this broker's metadata knows
         wanted = sorted(ctx.rm.metadata.partitions)
     try:
+        if not ctx.may_cluster(AclOperation.ALTER):  # KafkaApis: ALTER on the Cluster
+            raise _Denied
         top, message, results = await controller_admin.elect_leaders(
             ctx.rm.store, election_type, wanted, ctx.rm.inter_broker_listener
         )
+    except _Denied:
+        top, message, results = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "", {}
     except (ControllerUnavailable, ZkError) as exc:
         (top, message), results = _unavailable(exc), {}
     if top is ErrorCode.NONE:

@@ -16,9 +16,12 @@ from kafka.protocol.producer.produce import ProduceResponse
 from broker import offset_reads
 from broker.fetch.handling import FetchCall, handle_fetch
 from broker.fetch.session_cache import FINAL_EPOCH
+from broker.kafka.authz import batch_flags, topics_allowed
 from broker.kafka.context import KafkaContext
+from broker.kafka.errors import CloseConnection
 from broker.types import CONSUMER_REPLICA_ID, FetchPartitionRequest
 from minibroker.core.errors import ErrorCode
+from minibroker.core.security.acl import AclOperation, ResourceType
 from minibroker.core.types import TopicPartition
 
 # A produce may not keep a connection's answer waiting longer than this (Kafka's request
@@ -35,6 +38,16 @@ _EpochTopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 _EpochPartition = _EpochTopic.EpochEndOffset
 
 
+class _Refused:
+    """A partition's produce answer when it was not appended."""
+
+    def __init__(self, error: ErrorCode) -> None:
+        self.error = error
+        self.base_offset = -1
+        self.log_start_offset = -1
+        self.message = ""
+
+
 def _by_topic(items: list[tuple[TopicPartition, Any]]) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {}
     for tp, item in items:
@@ -42,17 +55,49 @@ def _by_topic(items: list[tuple[TopicPartition, Any]]) -> dict[str, list[Any]]:
     return out
 
 
+def _produce_refusal(ctx: KafkaContext, request: Any, batches: dict[Any, bytes]) -> ErrorCode:
+    """The whole request's authorization error (KafkaApis.handleProduceRequest): transactional
+    records need WRITE on their TransactionalId, idempotent ones IDEMPOTENT_WRITE on the
+    Cluster."""
+    flags = [batch_flags(b) for b in batches.values()]
+    if any(transactional for _, transactional in flags):
+        txn_id = getattr(request, "transactional_id", None)
+        if not txn_id or not ctx.may(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif any(idempotent for idempotent, _ in flags) and not ctx.may_cluster(
+        AclOperation.IDEMPOTENT_WRITE
+    ):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return ErrorCode.NONE
+
+
 async def handle_produce(ctx: KafkaContext, request: Any, version: int) -> Any | None:
-    """None for acks=0: Kafka sends no answer then."""
+    """None for acks=0: Kafka sends no answer then (and closes the connection on an
+    authorization error, as Kafka does when it cannot answer)."""
     batches = {
         TopicPartition(t.name, p.index): bytes(p.records or b"")
         for t in request.topic_data
         for p in t.partition_data
     }
+    refusal = _produce_refusal(ctx, request, batches)
+    allowed = (
+        topics_allowed(ctx, AclOperation.WRITE, {tp.topic for tp in batches})
+        if refusal is ErrorCode.NONE
+        else set()
+    )
+    denied = {tp: refusal or ErrorCode.TOPIC_AUTHORIZATION_FAILED
+              for tp in batches if tp.topic not in allowed}  # fmt: skip
+    if denied and request.acks == 0:
+        raise CloseConnection("an acks=0 produce was refused: " + denied[next(iter(denied))].name)
     timeout_ms = max(0, min(int(request.timeout_ms), MAX_PRODUCE_TIMEOUT_MS))
-    results = await ctx.rm.append_records(int(request.acks), timeout_ms, batches)
+    results: dict[TopicPartition, Any] = dict.fromkeys(denied)
+    writable = {tp: b for tp, b in batches.items() if tp not in denied}
+    if writable:
+        results.update(await ctx.rm.append_records(int(request.acks), timeout_ms, writable))
     if request.acks == 0:
         return None
+    for tp, code in denied.items():
+        results[tp] = _Refused(code)
     partitions = [
         (
             tp,
@@ -79,7 +124,7 @@ async def handle_produce(ctx: KafkaContext, request: Any, version: int) -> Any |
 
 async def handle_fetch_request(ctx: KafkaContext, request: Any, version: int) -> Any:
     forgotten = (request.forgotten_topics_data or []) if version >= 7 else []
-    parts = [
+    named = [
         FetchPartitionRequest(
             tp=TopicPartition(t.topic, p.partition),
             fetch_offset=int(p.fetch_offset),
@@ -90,6 +135,17 @@ async def handle_fetch_request(ctx: KafkaContext, request: Any, version: int) ->
         for t in request.topics
         for p in t.partitions
     ]
+    # Kafka: a follower's fetch (replica id >= 0) needs CLUSTER_ACTION, else every partition
+    # is TOPIC_AUTHORIZATION_FAILED; a consumer's needs READ on each topic. Brokers replicate
+    # over gRPC, so even an allowed replica id is served as a consumer here.
+    if int(getattr(request, "replica_id", -1)) >= 0 and not ctx.may_cluster(
+        AclOperation.CLUSTER_ACTION
+    ):
+        readable: set[str] = set()
+    else:
+        readable = topics_allowed(ctx, AclOperation.READ, {p.tp.topic for p in named})
+    parts = [p for p in named if p.tp.topic in readable]
+    refused = [p.tp for p in named if p.tp.topic not in readable]
     call = FetchCall(
         replica_id=CONSUMER_REPLICA_ID,
         max_wait_ms=int(request.max_wait_ms),
@@ -103,6 +159,10 @@ async def handle_fetch_request(ctx: KafkaContext, request: Any, version: int) ->
     answer = await handle_fetch(ctx.rm, call, ctx.fetch_max_bytes)
     if isinstance(answer, ErrorCode):
         return FetchResponse(throttle_time_ms=0, error_code=int(answer), session_id=0, responses=[])
+    # A session's partitions the request did not name are authorized again each time, so a
+    # revoked ACL takes effect on the next fetch (KafkaApis authorizes every session partition).
+    unnamed = {tp.topic for tp, _ in answer.partitions} - readable
+    readable |= topics_allowed(ctx, AclOperation.READ, unnamed)
     partitions = [
         (
             tp,
@@ -119,6 +179,10 @@ async def handle_fetch_request(ctx: KafkaContext, request: Any, version: int) ->
             ),
         )
         for tp, r in answer.partitions
+        if tp.topic in readable
+    ] + [
+        (tp, _refused_fetch(tp.partition))
+        for tp in [*refused, *(tp for tp, _ in answer.partitions if tp.topic not in readable)]
     ]
     return FetchResponse(
         throttle_time_ms=0,
@@ -131,11 +195,31 @@ async def handle_fetch_request(ctx: KafkaContext, request: Any, version: int) ->
     )
 
 
+def _refused_fetch(partition: int) -> Any:
+    return _FetchPartition(
+        partition_index=partition, error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+        high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+        aborted_transactions=None, preferred_read_replica=-1, records=b"",
+    )  # fmt: skip
+
+
 async def handle_list_offsets(ctx: KafkaContext, request: Any, version: int) -> Any:
     topics = []
+    described = topics_allowed(ctx, AclOperation.DESCRIBE, {t.name for t in request.topics})
     for t in request.topics:
         parts = []
         for p in t.partitions:
+            if t.name not in described:
+                parts.append(
+                    _OffsetsPartition(
+                        partition_index=p.partition_index,
+                        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                        timestamp=-1,
+                        offset=-1,
+                        leader_epoch=-1,
+                    )  # fmt: skip
+                )
+                continue
             r = offset_reads.list_offset(
                 ctx.rm.partitions,
                 TopicPartition(t.name, p.partition_index),
@@ -158,9 +242,26 @@ async def handle_list_offsets(ctx: KafkaContext, request: Any, version: int) -> 
 
 async def handle_offset_for_leader_epoch(ctx: KafkaContext, request: Any, version: int) -> Any:
     topics = []
+    names = {t.topic for t in request.topics}
+    # CLUSTER_ACTION (a follower's) covers every topic, else DESCRIBE on each.
+    described = (
+        names
+        if ctx.may_cluster(AclOperation.CLUSTER_ACTION, log=False)
+        else topics_allowed(ctx, AclOperation.DESCRIBE, names)
+    )
     for t in request.topics:
         parts = []
         for p in t.partitions:
+            if t.topic not in described:
+                parts.append(
+                    _EpochPartition(
+                        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                        partition=p.partition,
+                        leader_epoch=-1,
+                        end_offset=-1,
+                    )  # fmt: skip
+                )
+                continue
             r = offset_reads.last_offset_for_leader_epoch(
                 ctx.rm.partitions,
                 TopicPartition(t.topic, p.partition),

@@ -1,7 +1,10 @@
 """ListGroups, DescribeGroups and DeleteGroups on the Kafka listener: what lag tools and test
 teardowns use (kafka-consumer-groups, AdminClient.list/describe/delete_consumer_groups). Kafka's
 admin clients ask every broker for ListGroups and each group's coordinator for the others; a
-broker that does not coordinate a group answers NOT_COORDINATOR for it, as Kafka's does."""
+broker that does not coordinate a group answers NOT_COORDINATOR for it, as Kafka's does.
+Authorization as KafkaApis: ListGroups shows every group with DESCRIBE on the Cluster, else
+those the principal may DESCRIBE; DescribeGroups needs DESCRIBE and DeleteGroups DELETE on
+each group (GROUP_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from kafka.protocol.admin.groups import (
 
 from broker.kafka.context import KafkaContext
 from minibroker.core.errors import ErrorCode
+from minibroker.core.security.acl import AclOperation, ResourceType
 from minibroker.runtime.zk_errors import ZkError
 
 _Listed = ListGroupsResponse.ListedGroup
@@ -29,6 +33,12 @@ async def handle_list_groups(ctx: KafkaContext, request: Any, version: int) -> A
         error = ErrorCode.NONE
     except ZkError:
         groups, error = [], ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if not ctx.may_cluster(AclOperation.DESCRIBE, log=False):
+        visible = ctx.authorizer.allowed_names(
+            ctx.session, AclOperation.DESCRIBE, ResourceType.GROUP, [g for g, _, _ in groups],
+            log_denied=False,
+        )  # fmt: skip
+        groups = [g for g in groups if g[0] in visible]
     return ListGroupsResponse(
         throttle_time_ms=0, error_code=int(error),
         groups=[_Listed(group_id=g, protocol_type=t, group_state=s) for g, t, s in groups],
@@ -39,6 +49,8 @@ async def handle_describe_groups(ctx: KafkaContext, request: Any, version: int) 
     described = []
     for group_id in request.groups:
         error = ctx.groups.check_group(group_id, ctx.listener)
+        if not ctx.may(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
         state, group = "Dead", None
         if error is ErrorCode.NONE:
             try:
@@ -79,8 +91,10 @@ async def handle_describe_groups(ctx: KafkaContext, request: Any, version: int) 
 
 async def handle_delete_groups(ctx: KafkaContext, request: Any, version: int) -> Any:
     results = []
-    for group_id in request.groups_names:
+    for group_id in dict.fromkeys(request.groups_names):
         error = ctx.groups.check_group(group_id, ctx.listener)
+        if not ctx.may(AclOperation.DELETE, ResourceType.GROUP, group_id):
+            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
         if error is ErrorCode.NONE:
             try:
                 error = await ctx.groups.delete(group_id)

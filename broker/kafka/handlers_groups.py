@@ -1,7 +1,9 @@
 """FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit and OffsetFetch on
 the Kafka listener: Kafka 2.6's fields to the group coordinator (broker/groups) and back. A
 request for a group this broker does not coordinate is answered NOT_COORDINATOR (the client
-asks FindCoordinator again), as in Kafka."""
+asks FindCoordinator again), as in Kafka. Authorization as KafkaApis: READ on the Group for
+the membership calls and commits (GROUP_AUTHORIZATION_FAILED), DESCRIBE on it to find its
+coordinator or fetch its offsets, and READ (commit) or DESCRIBE (fetch) on each topic."""
 
 from __future__ import annotations
 
@@ -18,12 +20,15 @@ from kafka.protocol.consumer.group import (
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorResponse
 
 from broker.groups.offsets import NO_OFFSET
+from broker.kafka.authz import topics_allowed
 from broker.kafka.context import KafkaContext
 from minibroker.core.errors import ErrorCode
+from minibroker.core.security.acl import AclOperation, ResourceType
 from minibroker.core.types import TopicPartition
 from minibroker.runtime.zk_errors import ZkError
 
 GROUP_KEY_TYPE = 0
+GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
 _Member = JoinGroupResponse.JoinGroupResponseMember
 _Left = LeaveGroupResponse.MemberResponse
 _CommitTopic = OffsetCommitResponse.OffsetCommitResponseTopic
@@ -37,6 +42,8 @@ async def handle_find_coordinator(ctx: KafkaContext, request: Any, version: int)
     error, node = ErrorCode.NONE, None
     if key_type != GROUP_KEY_TYPE:
         error = ErrorCode.INVALID_REQUEST  # no transaction coordinator: no transactions
+    elif not _may(ctx, AclOperation.DESCRIBE, request.key):
+        error = GROUP_DENIED
     else:
         node_id = ctx.groups.coordinator_of(request.key, ctx.listener)
         broker = None if node_id is None else ctx.rm.metadata.brokers.get(node_id)
@@ -53,8 +60,21 @@ async def handle_find_coordinator(ctx: KafkaContext, request: Any, version: int)
     )
 
 
+def _may(ctx: KafkaContext, operation: AclOperation, group: str) -> bool:
+    return ctx.may(operation, ResourceType.GROUP, group)
+
+
+def _check(ctx: KafkaContext, group: str, operation: AclOperation = AclOperation.READ) -> ErrorCode:
+    """GROUP_AUTHORIZATION_FAILED, else the coordinator's own check of the group."""
+    if not _may(ctx, operation, group):
+        return GROUP_DENIED
+    return ctx.groups.check_group(group, ctx.listener)
+
+
 async def handle_join_group(ctx: KafkaContext, request: Any, version: int) -> Any:
-    error = ctx.groups.check_group(request.group_id, ctx.listener)
+    error = _check(ctx, request.group_id)
+    if error is GROUP_DENIED:
+        return _join_response(error, "")
     if error is not ErrorCode.NONE:
         return _join_response(error, request.member_id)
     result = await ctx.groups.join(
@@ -93,7 +113,7 @@ def _join_response(error: ErrorCode, member_id: str) -> Any:
 
 
 async def handle_sync_group(ctx: KafkaContext, request: Any, version: int) -> Any:
-    error = ctx.groups.check_group(request.group_id, ctx.listener)
+    error = _check(ctx, request.group_id)
     assignment = b""
     if error is ErrorCode.NONE:
         error, assignment = await ctx.groups.sync(
@@ -113,7 +133,7 @@ async def handle_sync_group(ctx: KafkaContext, request: Any, version: int) -> An
 
 
 async def handle_heartbeat(ctx: KafkaContext, request: Any, version: int) -> Any:
-    error = ctx.groups.check_group(request.group_id, ctx.listener)
+    error = _check(ctx, request.group_id)
     if error is ErrorCode.NONE:
         error = ctx.groups.heartbeat(
             request.group_id, request.member_id, int(request.generation_id)
@@ -123,7 +143,7 @@ async def handle_heartbeat(ctx: KafkaContext, request: Any, version: int) -> Any
 
 async def handle_leave_group(ctx: KafkaContext, request: Any, version: int) -> Any:
     member_ids = [m.member_id for m in request.members] if version >= 3 else [request.member_id]
-    error = ctx.groups.check_group(request.group_id, ctx.listener)
+    error = _check(ctx, request.group_id)
     errors = [error] * len(member_ids)
     if error is ErrorCode.NONE:
         errors = ctx.groups.leave(request.group_id, member_ids)
@@ -148,20 +168,27 @@ async def handle_offset_commit(ctx: KafkaContext, request: Any, version: int) ->
         for t in request.topics
         for p in t.partitions
     }
-    error = ctx.groups.check_group(request.group_id, ctx.listener)
+    error = _check(ctx, request.group_id)
+    readable = set()
     if error is ErrorCode.NONE:
         error = ctx.groups.check_commit(
             request.group_id, request.member_id or "", int(request.generation_id_or_member_epoch)
         )
     if error is ErrorCode.NONE:
+        readable = topics_allowed(ctx, AclOperation.READ, {tp.topic for tp in offsets})
+        allowed = {tp: o for tp, o in offsets.items() if tp.topic in readable}
         try:
-            await ctx.groups.offsets.commit(request.group_id, offsets)
+            if allowed:
+                await ctx.groups.offsets.commit(request.group_id, allowed)
         except ZkError:
             error = ErrorCode.COORDINATOR_NOT_AVAILABLE  # ZooKeeper unreachable: retry later
     by_topic: dict[str, list[Any]] = {}
     for tp in offsets:
+        code = error
+        if error is ErrorCode.NONE and tp.topic not in readable:
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         by_topic.setdefault(tp.topic, []).append(
-            _CommitPartition(partition_index=tp.partition, error_code=int(error))
+            _CommitPartition(partition_index=tp.partition, error_code=int(code))
         )
     return OffsetCommitResponse(
         throttle_time_ms=0,
@@ -175,7 +202,9 @@ async def handle_offset_fetch(ctx: KafkaContext, request: Any, version: int) -> 
         if request.topics is None
         else [TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
     )
-    error = ctx.groups.check_group(request.group_id, ctx.listener)
+    error = _check(ctx, request.group_id, AclOperation.DESCRIBE)
+    if error is GROUP_DENIED and version >= 2:
+        return OffsetFetchResponse(throttle_time_ms=0, topics=[], error_code=int(error))
     committed: dict[TopicPartition, tuple[int, str]] = {}
     if error is ErrorCode.NONE:
         try:
@@ -183,16 +212,24 @@ async def handle_offset_fetch(ctx: KafkaContext, request: Any, version: int) -> 
         except ZkError:
             error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     tps = wanted if wanted is not None else list(committed)
+    # Topics the principal may not describe: TOPIC_AUTHORIZATION_FAILED when named, left out
+    # silently from an "all partitions" answer (KafkaApis.handleOffsetFetchRequest).
+    described = topics_allowed(ctx, AclOperation.DESCRIBE, {tp.topic for tp in tps})
+    if wanted is None:
+        tps = [tp for tp in tps if tp.topic in described]
     by_topic: dict[str, list[Any]] = {}
     for tp in tps:
+        denied = tp.topic not in described
         by_topic.setdefault(tp.topic, []).append(
             _FetchPartition(
                 partition_index=tp.partition,
-                committed_offset=committed.get(tp, (NO_OFFSET, ""))[0],
+                committed_offset=NO_OFFSET if denied else committed.get(tp, (NO_OFFSET, ""))[0],
                 committed_leader_epoch=-1,
-                metadata=committed.get(tp, (NO_OFFSET, ""))[1],
+                metadata="" if denied else committed.get(tp, (NO_OFFSET, ""))[1],
                 # Before v2 the error is per partition only.
-                error_code=int(error) if version < 2 else 0,
+                error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                if denied
+                else (int(error) if version < 2 else 0),
             )
         )
     return OffsetFetchResponse(

@@ -11,6 +11,7 @@ from kafka.protocol.admin.cluster import DescribeLogDirsResponse
 
 from broker.kafka.context import KafkaContext
 from minibroker.core.errors import ErrorCode
+from minibroker.core.security.acl import AclOperation
 
 _Result = DescribeLogDirsResponse.DescribeLogDirsResult
 _Topic = _Result.DescribeLogDirsTopic
@@ -19,6 +20,8 @@ _Partition = _Topic.DescribeLogDirsPartition
 
 async def handle_describe_log_dirs(ctx: KafkaContext, request: Any, version: int) -> Any:
     rm = ctx.rm
+    if not ctx.may_cluster(AclOperation.DESCRIBE):  # KafkaApis: an empty answer, no error
+        return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=[])
     wanted = (
         None
         if request.topics is None

@@ -8,9 +8,11 @@ from kafka.protocol.metadata.api_versions import ApiVersionsResponse
 from kafka.protocol.metadata.metadata import MetadataResponse
 
 from broker import auto_create
+from broker.kafka.authz import topics_allowed
 from broker.kafka.context import KafkaContext
 from broker.kafka.protocol import APIS
 from minibroker.core.errors import ErrorCode
+from minibroker.core.security.acl import AclOperation
 from minibroker.core.types import NO_LEADER
 
 _Version = ApiVersionsResponse.ApiVersion
@@ -49,9 +51,21 @@ async def handle_metadata(ctx: KafkaContext, request: Any, version: int) -> Any:
     names = [t.name for t in request.topics] if request.topics else None
     # Before v4 every Metadata request may create topics (allow_auto_topic_creation is v4+).
     allowed = bool(request.allow_auto_topic_creation) if version >= 4 else True
-    created = await auto_create.maybe_create(ctx.rm, names or [], allowed)
+    # DESCRIBE on each topic: a listing of all leaves the others out silently, a request
+    # that names one is answered TOPIC_AUTHORIZATION_FAILED for it (KafkaApis).
+    wanted = cache.topics() if names is None else names
+    described = topics_allowed(ctx, AclOperation.DESCRIBE, wanted, log=names is not None)
+    missing = [n for n in names or [] if n in described and not cache.partitions_of(n)]
+    creatable = set(missing)
+    if missing and not ctx.may_cluster(AclOperation.CREATE, log=False):
+        creatable = topics_allowed(ctx, AclOperation.CREATE, missing)
+    created = await auto_create.maybe_create(ctx.rm, creatable, allowed)
     topics = []
-    for name in cache.topics() if names is None else names:
+    for name in wanted:
+        if name not in described or (name in missing and name not in creatable):
+            if names is not None:
+                topics.append(_refused_topic(name))
+            continue
         partitions = cache.partitions_of(name)
         topic_error = (
             ErrorCode.NONE
@@ -86,6 +100,13 @@ async def handle_metadata(ctx: KafkaContext, request: Any, version: int) -> Any:
         controller_id=_admin_broker(ctx),
         topics=topics,
     )
+
+
+def _refused_topic(name: str) -> Any:
+    return _Topic(
+        error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), name=name, is_internal=False,
+        partitions=[],
+    )  # fmt: skip
 
 
 def _admin_broker(ctx: KafkaContext) -> int:

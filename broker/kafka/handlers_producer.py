@@ -14,6 +14,7 @@ from kafka.protocol.producer.transaction import InitProducerIdResponse
 
 from broker.kafka.context import KafkaContext
 from minibroker.core.errors import ErrorCode
+from minibroker.core.security.acl import AclOperation
 
 
 async def handle_init_producer_id(ctx: KafkaContext, request: Any, version: int) -> Any:
@@ -21,6 +22,11 @@ async def handle_init_producer_id(ctx: KafkaContext, request: Any, version: int)
         return InitProducerIdResponse(
             throttle_time_ms=0, error_code=int(ErrorCode.INVALID_REQUEST), producer_id=-1,
             producer_epoch=-1,
+        )  # fmt: skip
+    if not ctx.may_cluster(AclOperation.IDEMPOTENT_WRITE):  # KafkaApis: an idempotent producer
+        return InitProducerIdResponse(
+            throttle_time_ms=0, error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+            producer_id=-1, producer_epoch=-1,
         )  # fmt: skip
     producer_id = await ctx.producer_ids.next_producer_id()
     return InitProducerIdResponse(

@@ -9,6 +9,14 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from kafka.protocol.admin.acl import (
+    CreateAclsRequest,
+    CreateAclsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+)
 from kafka.protocol.admin.cluster import DescribeLogDirsRequest, DescribeLogDirsResponse
 from kafka.protocol.admin.configs import (
     AlterConfigsRequest,
@@ -72,6 +80,12 @@ from kafka.protocol.metadata.find_coordinator import (
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 # api_key (int16), api_version (int16), correlation_id (int32): the start of every header.
 HEADER_START = struct.Struct(">hhi")
@@ -138,6 +152,11 @@ APIS: dict[int, Api] = {
             0,
             1,
         ),
+        Api(ApiKey.SaslHandshake, SaslHandshakeRequest, SaslHandshakeResponse, 0, 1),
+        Api(ApiKey.SaslAuthenticate, SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
+        Api(ApiKey.CreateAcls, CreateAclsRequest, CreateAclsResponse, 0, 2),
+        Api(ApiKey.DescribeAcls, DescribeAclsRequest, DescribeAclsResponse, 0, 2),
+        Api(ApiKey.DeleteAcls, DeleteAclsRequest, DeleteAclsResponse, 0, 2),
         Api(
             ApiKey.OffsetForLeaderEpoch,
             OffsetForLeaderEpochRequest,

@@ -1,21 +1,31 @@
 """The broker's Kafka listeners: an asyncio TCP server for each listener that speaks Kafka's
 protocol (`minibroker.core.listeners.speaks_kafka`), on the broker's one event loop. Bound
-early (so the port can be registered), serving once the broker is ready."""
+early (so the port can be registered), serving once the broker is ready. SSL and SASL_SSL
+listeners speak TLS (the handshake completes before a connection is served); on SASL ones a
+connection passes the SASL gate first. Each connection gets its own context with its session:
+the principal (SASL's, else the client certificate's, else User:ANONYMOUS) and address."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from broker.groups.coordinator import GroupCoordinator
 from broker.kafka.connection import KafkaConnection
 from broker.kafka.context import KafkaContext
+from broker.kafka.handlers_meta import api_versions
 from broker.kafka.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
+from broker.security.authorizer import Session
+from broker.security.sasl_gate import SaslGate
+from broker.security.setup import BrokerSecurity
 from minibroker.core.listeners import Endpoint
+from minibroker.security.tls import peer_principal
 
 
 class KafkaServers:
-    def __init__(self) -> None:
+    def __init__(self, security: BrokerSecurity) -> None:
+        self.security = security
         self._servers: dict[str, asyncio.Server] = {}
         self._contexts: dict[str, KafkaContext] = {}
         self._connections: set[asyncio.Task[None]] = set()
@@ -35,21 +45,39 @@ class KafkaServers:
                 return
             self._connections.add(task)
             try:
+                peer = writer.get_extra_info("peername")
+                host = str(peer[0]) if isinstance(peer, tuple) else ""
+                principal = peer_principal(writer.get_extra_info("ssl_object"))
+                ctx = dataclasses.replace(ctx, session=Session(principal, host))
                 connection = KafkaConnection(
-                    ctx, reader, writer, self._max_request_bytes, self._idle_s
-                )
+                    ctx, reader, writer, self._max_request_bytes, self._idle_s,
+                    self._gate(listener, ctx),
+                )  # fmt: skip
                 await connection.serve()
             finally:
                 self._connections.discard(task)
 
         try:
             server = await asyncio.start_server(
-                on_connect, endpoint.host, endpoint.port, start_serving=False
+                on_connect,
+                endpoint.host,
+                endpoint.port,
+                start_serving=False,
+                ssl=self.security.tls.get(listener),
+                ssl_handshake_timeout=10.0 if listener in self.security.tls else None,
             )
         except OSError:
             return 0
         self._servers[listener] = server
         return int(server.sockets[0].getsockname()[1])
+
+    def _gate(self, listener: str, ctx: KafkaContext) -> SaslGate | None:
+        if not self.security.sasl(listener) or self.security.credentials is None:
+            return None
+        return SaslGate(
+            self.security.mechanisms, self.security.credentials, api_versions, listener,
+            f"{ctx.session.host}",
+        )  # fmt: skip
 
     async def start(self, rm: ReplicaManager, cluster_id: str) -> None:
         settings = rm.settings
@@ -60,7 +88,7 @@ class KafkaServers:
         self._groups.start()
         for listener, server in self._servers.items():
             self._contexts[listener] = KafkaContext(
-                rm, listener, cluster_id, producer_ids, self._groups
+                rm, listener, cluster_id, producer_ids, self._groups, self.security.authorizer
             )
             await server.start_serving()
 

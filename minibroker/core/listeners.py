@@ -107,15 +107,20 @@ def from_strings(endpoints: Iterable[str]) -> tuple[Endpoint, ...]:
     return tuple(Endpoint(*parse_endpoint(s)) for s in endpoints)
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
 def security_protocol_map(value: str, listeners: Iterable[Endpoint]) -> dict[str, str]:
     """`listener.security.protocol.map` for these listeners; every listener needs an entry
-    (as in Kafka) and, here, every protocol is PLAINTEXT (gRPC without TLS)."""
+    (as in Kafka). A Kafka listener may use any of Kafka's four protocols; a gRPC listener is
+    PLAINTEXT."""
     mapping: dict[str, str] = {}
     for part in (p for p in value.split(",") if p.strip()):
         name, sep, protocol = part.strip().partition(":")
-        if not sep or not name or protocol != "PLAINTEXT":
+        if not sep or not name or protocol not in SECURITY_PROTOCOLS:
             raise ListenerError(
-                f"listener.security.protocol.map: {part.strip()!r} must be NAME:PLAINTEXT"
+                f"listener.security.protocol.map: {part.strip()!r} must be NAME:PROTOCOL with "
+                f"PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}"
             )
         mapping[name] = protocol
     out = {}
@@ -124,5 +129,19 @@ def security_protocol_map(value: str, listeners: Iterable[Endpoint]) -> dict[str
             raise ListenerError(
                 f"listener.security.protocol.map has no entry for listener {e.listener!r}"
             )
-        out[e.listener] = mapping[e.listener]
+        protocol = mapping[e.listener]
+        if protocol != "PLAINTEXT" and not speaks_kafka(e.listener):
+            raise ListenerError(
+                f"listener {e.listener!r} speaks gRPC: its protocol must be PLAINTEXT "
+                f"(got {protocol}); SSL and SASL are for KAFKA* listeners"
+            )
+        out[e.listener] = protocol
     return out
+
+
+def uses_tls(protocol: str) -> bool:
+    return protocol in ("SSL", "SASL_SSL")
+
+
+def uses_sasl(protocol: str) -> bool:
+    return protocol in ("SASL_PLAINTEXT", "SASL_SSL")

@@ -10,7 +10,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from minibroker.core.listeners import ListenerError, advertised_endpoints, parse_listeners
+from minibroker.core.listeners import (
+    ListenerError,
+    advertised_endpoints,
+    parse_listeners,
+    security_protocol_map,
+)
 from minibroker.runtime import logging as slog
 from minibroker.runtime.settings import PROFILES, ConfigError, Settings
 from minibroker.runtime.zk_store import ZkStore
@@ -59,8 +64,9 @@ def load_settings(args: argparse.Namespace, extra: Mapping[str, Any]) -> Setting
 
 def check_listeners(settings: Settings, listeners: str, advertised: str, *, broker: bool) -> None:
     """Kafka's start-up checks of a server's listeners (KafkaConfig): parseable, distinct
-    names, advertised names among them, every name mapped to a protocol (PLAINTEXT: the only
-    one here) and, on a broker, the inter-broker listener one of them. Exits on a problem."""
+    names, advertised names among them, every name mapped to a protocol (PLAINTEXT for gRPC,
+    Kafka's four for KAFKA* listeners) and, on a broker, the inter-broker listener one of
+    them. Exits on a problem."""
     try:
         endpoints = parse_listeners(settings.get_str(listeners), listeners)
         advertised_endpoints(
@@ -68,18 +74,10 @@ def check_listeners(settings: Settings, listeners: str, advertised: str, *, brok
         )
     except ListenerError as exc:
         raise SystemExit(f"configuration error: {exc}") from None
-    protocols: dict[str, str] = {}
-    for entry in filter(None, settings.get_str("listener.security.protocol.map").split(",")):
-        name, sep, protocol = entry.partition(":")
-        if not sep or not name.strip():
-            raise SystemExit(f"configuration error: listener.security.protocol.map: {entry!r}")
-        protocols[name.strip()] = protocol.strip()
-    for e in endpoints:
-        if protocols.get(e.listener) != "PLAINTEXT":
-            raise SystemExit(
-                f"configuration error: listener {e.listener!r} needs the protocol PLAINTEXT in "
-                f"listener.security.protocol.map (got {protocols.get(e.listener)!r})"
-            )
+    try:
+        security_protocol_map(settings.get_str("listener.security.protocol.map"), endpoints)
+    except ListenerError as exc:
+        raise SystemExit(f"configuration error: {exc}") from None
     inter = settings.get_str("inter.broker.listener.name")
     if broker and inter and inter not in {e.listener for e in endpoints}:
         raise SystemExit(

@@ -32,7 +32,8 @@ PROPERTIES: tuple[Property, ...] = (
         "listener.security.protocol.map",
         str,
         "PLAINTEXT:PLAINTEXT,KAFKA:PLAINTEXT",
-        "listener name -> protocol; all PLAINTEXT (gRPC, or Kafka's own on KAFKA*)",
+        "listener name -> protocol: PLAINTEXT for gRPC; KAFKA* listeners also SSL, "
+        "SASL_PLAINTEXT, SASL_SSL",
     ),
     _P(
         "inter.broker.listener.name",
@@ -41,6 +42,24 @@ PROPERTIES: tuple[Property, ...] = (
         "the listener brokers and controllers use to reach brokers; empty = the first",
     ),
     _P("broker.rack", str, "", "rack written into the registration; empty = none"),
+    # Security (ops reference §5). Kafka's default mechanism is GSSAPI, which minibroker lacks.
+    _P(
+        "sasl.enabled.mechanisms",
+        str,
+        "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
+        "SASL mechanisms a SASL_* listener offers (PLAIN checks the SCRAM credential)",
+    ),
+    _P("ssl.keystore.location", str, "", "PEM file: this node's private key and certificate"),
+    _P("ssl.truststore.location", str, "", "PEM file: the CA certificates peers are checked with"),
+    _P("ssl.client.auth", str, "none", "client certificates on SSL listeners: none|requested|..."),
+    _P(
+        "authorizer.class.name",
+        str,
+        "",
+        "kafka.security.authorizer.AclAuthorizer turns ACLs on; empty = everyone may do anything",
+    ),
+    _P("super.users", str, "", "principals allowed everything, e.g. User:admin;User:CN=broker-1"),
+    _P("allow.everyone.if.no.acl.found", bool, False, "a resource without ACLs is open to all"),
     _P("log.dirs", str, "/tmp/minibroker-logs", "the broker's log directory"),
     _P("zookeeper.connect", str, DEFAULT_ZK_CONNECT, "ZooKeeper connect string"),
     _P("zookeeper.session.timeout.ms", int, 18000, "ZooKeeper session timeout"),

@@ -63,6 +63,8 @@ FORBIDDEN_IN_PURE = {
     "minibroker.client",
     "minibroker.cli",
     "minibroker.localcluster",
+    "minibroker.security",
+    "cryptography",
 }
 FORBIDDEN_CALLS = {"open", "print", "input"}
 
@@ -79,8 +81,10 @@ INNER = {
         "minibroker.client",
         "minibroker.cli",
         "minibroker.rpc",
+        "minibroker.security",
     },
     "minibroker/runtime": {"minibroker.client", "minibroker.cli", "minibroker.localcluster"},
+    "minibroker/security": {"minibroker.client", "minibroker.cli", "minibroker.localcluster"},
 }
 
 

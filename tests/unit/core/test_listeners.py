@@ -95,7 +95,7 @@ def test_kafka_clients_pick_the_kafka_listener_beside_their_grpc_one() -> None:
     assert pick(process) == Endpoint("PLAINTEXT", "127.0.0.1", 5001)  # gRPC never picks KAFKA
 
 
-def test_security_protocol_map_needs_every_listener_and_only_plaintext() -> None:
+def test_security_protocol_map_needs_every_listener_and_plaintext_for_grpc() -> None:
     listeners = parse_listeners(TWO)
     assert security_protocol_map("INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT", listeners) == {
         "INTERNAL": "PLAINTEXT",
@@ -103,8 +103,14 @@ def test_security_protocol_map_needs_every_listener_and_only_plaintext() -> None
     }
     with pytest.raises(ListenerError, match="no entry for listener 'EXTERNAL'"):
         security_protocol_map("INTERNAL:PLAINTEXT", listeners)
-    with pytest.raises(ListenerError, match="NAME:PLAINTEXT"):
+    with pytest.raises(ListenerError, match="speaks gRPC"):
         security_protocol_map("INTERNAL:SSL,EXTERNAL:PLAINTEXT", listeners)
+    with pytest.raises(ListenerError, match="NAME:PROTOCOL"):
+        security_protocol_map("INTERNAL:TLS,EXTERNAL:PLAINTEXT", listeners)
+    kafka = parse_listeners("KAFKA://127.0.0.1:0,KAFKA_TLS://127.0.0.1:0,PLAINTEXT://h:1")
+    assert security_protocol_map(
+        "KAFKA:SASL_PLAINTEXT,KAFKA_TLS:SASL_SSL,PLAINTEXT:PLAINTEXT", kafka
+    ) == {"KAFKA": "SASL_PLAINTEXT", "KAFKA_TLS": "SASL_SSL", "PLAINTEXT": "PLAINTEXT"}
 
 
 def test_controller_endpoint_znode_round_trips_and_reads_version_1() -> None:

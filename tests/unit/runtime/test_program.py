@@ -37,8 +37,8 @@ def test_good_listeners_pass(overrides: tuple[str, ...]) -> None:
         (("listeners=A://h:1,A://h:2", "listener.security.protocol.map=A:PLAINTEXT"), "twice"),
         (("listeners=PLAINTEXT://0.0.0.0:9092",), "cannot advertise"),
         (("advertised.listeners=OTHER://h:1",), "is not one of listeners"),
-        (("listeners=INTERNAL://127.0.0.1:1",), "needs the protocol PLAINTEXT"),
-        (("listener.security.protocol.map=PLAINTEXT:SSL",), "needs the protocol PLAINTEXT"),
+        (("listeners=INTERNAL://127.0.0.1:1",), "no entry for listener 'INTERNAL'"),
+        (("listener.security.protocol.map=PLAINTEXT:SSL",), "speaks gRPC"),
         (("inter.broker.listener.name=INTERNAL",), "inter.broker.listener.name"),
     ],
 )

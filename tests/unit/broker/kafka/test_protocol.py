@@ -11,7 +11,8 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.metadata.metadata import MetadataRequest
 
-from broker.kafka.connection import CloseConnection, KafkaConnection
+from broker.kafka.connection import KafkaConnection
+from broker.kafka.errors import CloseConnection
 from broker.kafka.protocol import APIS, MalformedRequest, decode_request, peek_header
 from minibroker.core.errors import ErrorCode
 from minibroker.core.listeners import Endpoint, pick, speaks_kafka
