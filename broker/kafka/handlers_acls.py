@@ -117,7 +117,11 @@ async def handle_create_acls(ctx: KafkaContext, request: Any, version: int) -> A
     good = [b for b, p in zip(bindings, problems, strict=True) if p is None]
     write_error: str | None = None
     try:
-        await asyncio.to_thread(acl_store.add_bindings, ctx.rm.store, good)
+        written = await asyncio.to_thread(acl_store.add_bindings, ctx.rm.store, good)
+        cache = ctx.authorizer.acls
+        for pattern, entries in written.items():
+            if cache is not None:
+                cache.put(pattern, entries)
     except (ZkError, AclUpdateConflict) as exc:
         write_error = str(exc)
     results = []
@@ -198,9 +202,11 @@ async def handle_delete_acls(ctx: KafkaContext, request: Any, version: int) -> A
     if not ctx.authorizer.enabled or cache is None:
         return all_fail(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER + ".")
     try:
-        deleted = await asyncio.to_thread(_delete, ctx, filters, set(cache.acls))
+        deleted, left = await asyncio.to_thread(_delete, ctx, filters, set(cache.acls))
     except (ZkError, AclUpdateConflict) as exc:
         return all_fail(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
+    for pattern, entries in left.items():
+        cache.put(pattern, entries)
     results = []
     for i in range(len(filters)):
         matching = [
@@ -228,9 +234,11 @@ async def handle_delete_acls(ctx: KafkaContext, request: Any, version: int) -> A
 
 def _delete(
     ctx: KafkaContext, filters: list[AclBindingFilter], cached: set[ResourcePattern]
-) -> list[list[AclBinding]]:
-    """AclAuthorizer.deleteAcls: each removed binding counts for the first filter matching it."""
+) -> tuple[list[list[AclBinding]], dict[ResourcePattern, frozenset[AccessControlEntry]]]:
+    """AclAuthorizer.deleteAcls: each removed binding counts for the first filter matching
+    it; also each touched pattern's entries afterwards."""
     deleted: list[list[AclBinding]] = [[] for _ in filters]
+    left: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
     # AclAuthorizer also reads the one pattern a precise filter names, cached or not.
     for f in filters:
         if f.resource_type not in (ResourceType.ANY, ResourceType.UNKNOWN) and f.name:
@@ -245,7 +253,8 @@ def _delete(
         def doomed(e: AccessControlEntry, applying: list[int] = applying) -> bool:
             return any(filters[i].matches_entry(e) for i in applying)
 
-        for e in sorted(acl_store.remove_entries(ctx.rm.store, pattern, doomed)):
+        removed, left[pattern] = acl_store.remove_entries(ctx.rm.store, pattern, doomed)
+        for e in sorted(removed):
             first = next(i for i in applying if filters[i].matches_entry(e))
             deleted[first].append(AclBinding(pattern, e))
-    return deleted
+    return deleted, left

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 
 from broker.groups.coordinator import GroupCoordinator
 from broker.kafka.connection import KafkaConnection
@@ -20,7 +21,9 @@ from broker.security.authorizer import Session
 from broker.security.sasl_gate import SaslGate
 from broker.security.setup import BrokerSecurity
 from minibroker.core.listeners import Endpoint
-from minibroker.security.tls import peer_principal
+from minibroker.core.security.principal_mapping import NoMatchingRule
+from minibroker.runtime import logging as slog
+from minibroker.security.tls import peer_dn
 
 
 class KafkaServers:
@@ -47,7 +50,17 @@ class KafkaServers:
             try:
                 peer = writer.get_extra_info("peername")
                 host = str(peer[0]) if isinstance(peer, tuple) else ""
-                principal = peer_principal(writer.get_extra_info("ssl_object"))
+                try:
+                    principal = self.security.certificate_principal(
+                        peer_dn(writer.get_extra_info("ssl_object"))
+                    )
+                except NoMatchingRule as exc:
+                    slog.event(
+                        "authentication_failed", logging.INFO, listener=listener, peer=host,
+                        mechanism="SSL", reason=str(exc),
+                    )  # fmt: skip
+                    writer.close()
+                    return
                 ctx = dataclasses.replace(ctx, session=Session(principal, host))
                 connection = KafkaConnection(
                     ctx, reader, writer, self._max_request_bytes, self._idle_s,

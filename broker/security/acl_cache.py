@@ -86,6 +86,14 @@ class AclCache:
                 self._last_seq[root] = seq
         await self._purge(root, [c for _, c in fresh])
 
+    def put(self, pattern: ResourcePattern, entries: frozenset[AccessControlEntry]) -> None:
+        """What this broker itself just wrote (AclAuthorizer updates its cache on a write, so
+        a describe right after a create sees it); the notification confirms it later."""
+        if entries:
+            self.acls[pattern] = entries
+        else:
+            self.acls.pop(pattern, None)
+
     async def _reload(self, node: str, data: bytes | None) -> None:
         try:
             pattern = AclChangeZNode.decode(data)
@@ -93,10 +101,7 @@ class AclCache:
             slog.event("acl_change_ignored", logging.WARNING, node=node, error=str(exc))
             return
         entries, _version = await asyncio.to_thread(acl_store.read_pattern, self.store, pattern)
-        if entries:
-            self.acls[pattern] = entries
-        else:
-            self.acls.pop(pattern, None)
+        self.put(pattern, entries)
         slog.event(
             "acls_changed", resource=str(pattern), acls=sorted(str(e) for e in entries), node=node
         )

@@ -16,11 +16,15 @@ from broker.security.authorizer import (
 )
 from broker.security.credentials import CredentialCache
 from minibroker.core.listeners import uses_sasl, uses_tls
+from minibroker.core.security.principal_mapping import (
+    map_principal,
+    parse_rules,
+)
 from minibroker.core.security.sasl import PLAIN
 from minibroker.core.security.scram import ScramMechanism
 from minibroker.runtime.settings import Settings
 from minibroker.runtime.zk_store import ZkStore
-from minibroker.security.tls import TlsConfigError, server_context
+from minibroker.security.tls import ANONYMOUS, TlsConfigError, server_context
 
 SUPPORTED_MECHANISMS = frozenset({PLAIN, *(m.mechanism_name for m in ScramMechanism)})
 
@@ -37,14 +41,20 @@ class BrokerSecurity:
         try:
             for listener, protocol in protocols.items():
                 if uses_tls(protocol):
+                    # ssl.client.auth applies to SSL listeners; SASL_SSL ones authenticate
+                    # with SASL and ask for no certificate (as Kafka since KIP-684).
+                    client_auth = settings.get_str("ssl.client.auth")
                     self.tls[listener] = server_context(
                         settings.get_str("ssl.keystore.location"),
                         settings.get_str("ssl.truststore.location"),
-                        settings.get_str("ssl.client.auth"),
+                        client_auth if protocol == "SSL" else "none",
                     )
             config = authorizer_config(settings)
+            self.principal_rules = parse_rules(settings.get_str("ssl.principal.mapping.rules"))
         except (TlsConfigError, AuthorizerConfigError) as exc:
             raise SecurityConfigError(str(exc)) from None
+        except ValueError as exc:
+            raise SecurityConfigError(f"ssl.principal.mapping.rules: {exc}") from None
         mechanisms = tuple(
             m.strip() for m in settings.get_str("sasl.enabled.mechanisms").split(",") if m.strip()
         )
@@ -60,6 +70,11 @@ class BrokerSecurity:
         self.credentials: CredentialCache | None = None
         self.acls: AclCache | None = None
         self.authorizer = BrokerAuthorizer(config, None)
+
+    def certificate_principal(self, dn: str | None) -> str:
+        """The principal of a TLS client (User:ANONYMOUS without a certificate);
+        NoMatchingRule when no mapping rule matches its name."""
+        return ANONYMOUS if dn is None else f"User:{map_principal(self.principal_rules, dn)}"
 
     def sasl(self, listener: str) -> bool:
         return uses_sasl(self.protocols.get(listener, "PLAINTEXT"))

@@ -55,6 +55,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "the images and the ports first, then waits until every service is healthy)",
     )
     up.add_argument("--file", type=Path, help="with --compose: the compose file")
+    up.add_argument(
+        "--secure",
+        action="store_true",
+        help="TLS, SASL (SCRAM, PLAIN) and ACLs on the brokers' Kafka listeners, a super user "
+        "`admin` with a generated password; its client settings in DIR/admin.properties",
+    )
     add_dir_argument(up)
     up.set_defaults(func=cmd_up)
 
@@ -145,6 +151,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         ready_timeout_s=args.timeout,
         proxy=args.proxy,
         dashboard_port=args.dashboard,
+        secure=args.secure,
     )
     took = time.monotonic() - started
     print(
@@ -156,6 +163,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"fault proxy {proxy.address}: {len(state.proxy_links)} links (`cluster links`)")
     for dash in state.by_role(localcluster.DASHBOARD):
         print(f"dashboard: http://{dash.address}/")
+    if state.secure:
+        print(f"secure: admin's Kafka client settings in {state.admin_client_config}")
     print(f"state file: {d / localcluster.STATE_FILE}")
     return 0
 
@@ -184,6 +193,8 @@ def render_status(st: localcluster.ClusterStatus) -> str:
             note = f"http://{p.address}/"
         if p.role == "broker" and p.kafka_port:
             note = f"{note}; Kafka clients: {p.host}:{p.kafka_port}".lstrip("; ")
+            if p.kafka_tls_port:
+                note += f" (SASL_SSL), {p.host}:{p.kafka_tls_port} (SSL)"
         if st.process_states[p.name] == "dead" or (
             not st.zk_reachable and p.role not in ("zookeeper", *localcluster.TOOL_ROLES)
         ):

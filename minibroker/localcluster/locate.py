@@ -59,6 +59,9 @@ class ClusterStatus:
                 "epoch": self.controller_epoch,
             },
             "registered_brokers": {str(k): {"broker_epoch": v} for k, v in self.registered.items()},
+            "secure": self.state.secure,
+            # `up --secure`: the admin's Kafka client settings (SASL_SSL, SCRAM-SHA-512).
+            "admin_client_config": self.state.admin_client_config,
             "processes": [
                 {
                     "name": p.name,
@@ -73,6 +76,7 @@ class ClusterStatus:
                     else None,
                     # A broker's KAFKA listener: bootstrap for unmodified Kafka clients.
                     "kafka_port": p.kafka_port or None,
+                    "kafka_tls_port": p.kafka_tls_port or None,
                     "state": self.process_states[p.name],
                     "alive": self.process_states[p.name] != "dead",
                 }

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from minibroker import topology
 from minibroker.faultproxy.model import LinkSpec
+from minibroker.localcluster import secure as secure_mode
 from minibroker.localcluster.state import (
     CONTROLLER_ID_BASE,
     DASHBOARD,
@@ -89,6 +90,7 @@ def plan(
     broker_port_base: int | None,
     proxy: bool = False,
     dashboard_port: int | None = None,
+    secure: bool = False,
 ) -> ClusterState:
     """The processes of a cluster, their ports, dirs and command lines (nothing started).
     With `proxy`, a fault proxy carries every link (topology.proxied_settings): a broker's
@@ -104,10 +106,13 @@ def plan(
     all_nodes = topology.nodes(brokers, controllers)
     links = topology.proxy_links(all_nodes) if proxy else []
     listeners = sum(len(topology.node_listeners(n, all_nodes)) for n in all_nodes) if proxy else 0
-    count = 2 + 2 * (brokers + controllers) + brokers + len(links) + listeners
+    if secure and proxy:
+        raise ClusterError("--secure and --proxy cannot be combined yet")
+    count = 2 + 2 * (brokers + controllers) + brokers * (2 if secure else 1)
+    count += len(links) + listeners
     free = iter(_ports_below_ephemeral(count) if proxy else free_ports(count))
     zk_port = zk_port or next(free)
-    state = ClusterState(dir=str(d), zk_connect=f"{HOST}:{zk_port}", profile=profile)
+    state = ClusterState(dir=str(d), zk_connect=f"{HOST}:{zk_port}", profile=profile, secure=secure)
     state.overrides = list(overrides)
     install = zk_server.find_zookeeper()
     zk_dir = d / "zookeeper"
@@ -138,12 +143,21 @@ def plan(
         port, metrics_port, kafka_port, settings = _node_settings(
             node, all_nodes, free, broker_port_base, link_ports, targets
         )
+        kafka_tls_port = 0
+        if secure and node.role == "broker":
+            kafka_tls_port = next(free)
+            settings.update(
+                secure_mode.broker_settings(
+                    d, node, settings[node.listeners_setting], HOST, kafka_tls_port
+                )
+            )
         zk_connect = settings.get("zookeeper.connect", "")  # proxied: the node's own link
         args = topology.node_args(node, str(d / node.name / "data"), settings)
         state.processes.append(
             ProcessInfo(
                 metrics_port=metrics_port,
                 kafka_port=kafka_port,
+                kafka_tls_port=kafka_tls_port,
                 name=node.name,
                 role=node.role,
                 id=node.node_id,

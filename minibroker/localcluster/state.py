@@ -26,6 +26,9 @@ DASHBOARD = "dashboard"
 TOOL_ROLES = (FAULT_PROXY, DASHBOARD)
 
 
+ADMIN_CONFIG = "admin.properties"  # `up --secure`: the super user's client settings
+
+
 class ClusterError(RuntimeError):
     """A cluster command cannot be carried out; the message says why and what to do."""
 
@@ -44,6 +47,7 @@ class ProcessInfo:
     pid: int = -1
     metrics_port: int = 0  # brokers' Prometheus endpoint on 127.0.0.1; 0 = none
     kafka_port: int = 0  # a broker's KAFKA listener (Kafka's wire protocol); 0 = none
+    kafka_tls_port: int = 0  # `up --secure`: its KAFKA_SSL listener (client certificates)
 
     @property
     def address(self) -> str:
@@ -57,6 +61,7 @@ class ClusterState:
     profile: str
     overrides: list[str] = field(default_factory=list)
     processes: list[ProcessInfo] = field(default_factory=list)
+    secure: bool = False  # `up --secure`: DIR/admin.properties holds the admin's settings
     # `up --proxy`: every link of the fault proxy (LinkSpec.to_json()); empty without one.
     proxy_links: list[dict[str, Any]] = field(default_factory=list)
 
@@ -88,6 +93,11 @@ class ClusterState:
 
     def by_role(self, role: str) -> list[ProcessInfo]:
         return [p for p in self.processes if p.role == role]
+
+    @property
+    def admin_client_config(self) -> str | None:
+        """`up --secure`: the admin's Kafka client property file."""
+        return str(Path(self.dir) / ADMIN_CONFIG) if self.secure else None
 
     def fault_proxy(self) -> ProcessInfo | None:
         """The fault proxy's process, if the cluster was started with one."""

@@ -11,8 +11,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from minibroker import topology
 from minibroker.core.zk_layout import BrokerIdsZNode
 from minibroker.faultproxy.model import LinkSpec
+from minibroker.localcluster import secure as secure_mode
 from minibroker.localcluster.locate import _children_or_empty, zk_session
 from minibroker.localcluster.plan import plan, port_free
 from minibroker.localcluster.processes import (
@@ -66,9 +68,12 @@ def up(
     ready_timeout_s: float = 30.0,
     proxy: bool = False,
     dashboard_port: int | None = None,
+    secure: bool = False,
 ) -> ClusterState:
     """Start a fresh cluster and wait until it is ready (see module docstring). With `proxy`
-    the fault proxy starts right after ZooKeeper and carries every link (see `plan`)."""
+    the fault proxy starts right after ZooKeeper and carries every link (see `plan`); with
+    `secure`, certificates first and the admin's credentials in ZooKeeper before any broker
+    (localcluster/secure.py)."""
     _prepare_dir(cluster_dir)
     state = plan(
         cluster_dir,
@@ -80,6 +85,12 @@ def up(
         broker_port_base=broker_port_base,
         proxy=proxy,
         dashboard_port=dashboard_port,
+        secure=secure,
+    )
+    secured = (
+        secure_mode.prepare(Path(state.dir), topology.nodes(brokers, controllers))
+        if secure
+        else None
     )
     addresses = [p.address for p in state.processes]
     addresses += [LinkSpec.from_json(link).listen_address for link in state.proxy_links]
@@ -96,6 +107,9 @@ def up(
             _launch(p)
             state.save()  # every PID on disk at once, so `down` can always clean up
             _wait_started(p, ready_timeout_s)
+            if p.role == "zookeeper" and secured is not None:
+                _wait_zookeeper(p, ready_timeout_s)
+                secure_mode.add_admin(state.zk_connect, secured.admin_password)
         wait_ready(state, ready_timeout_s)
     except BaseException:
         down(state)

@@ -53,6 +53,12 @@ PROPERTIES: tuple[Property, ...] = (
     _P("ssl.truststore.location", str, "", "PEM file: the CA certificates peers are checked with"),
     _P("ssl.client.auth", str, "none", "client certificates on SSL listeners: none|requested|..."),
     _P(
+        "ssl.principal.mapping.rules",
+        str,
+        "DEFAULT",
+        "client certificate DN -> principal name, e.g. RULE:^CN=(.*?),.*$/$1/,DEFAULT",
+    ),
+    _P(
         "authorizer.class.name",
         str,
         "",

@@ -95,7 +95,9 @@ def update_pattern(
     raise AclUpdateConflict(f"ACLs of {pattern} changed under {MAX_UPDATE_RETRIES} retries")
 
 
-def add_bindings(zk: ZkClient, bindings: Iterable[AclBinding]) -> None:
+def add_bindings(zk: ZkClient, bindings: Iterable[AclBinding]) -> dict[ResourcePattern, Entries]:
+    """Add the bindings; each touched pattern's entries afterwards."""
+    out: dict[ResourcePattern, Entries] = {}
     by_pattern: dict[ResourcePattern, set[AccessControlEntry]] = {}
     for b in bindings:
         by_pattern.setdefault(b.pattern, set()).add(b.entry)
@@ -105,14 +107,15 @@ def add_bindings(zk: ZkClient, bindings: Iterable[AclBinding]) -> None:
         def grow(cur: Entries, added: Entries = added) -> Entries:
             return cur | added
 
-        update_pattern(zk, pattern, grow)
+        out[pattern] = update_pattern(zk, pattern, grow)[1]
+    return out
 
 
 def remove_entries(
     zk: ZkClient, pattern: ResourcePattern, doomed: Callable[[AccessControlEntry], bool]
-) -> Entries:
-    """Remove the entries `doomed` selects; the ones removed."""
+) -> tuple[Entries, Entries]:
+    """Remove the entries `doomed` selects; (the ones removed, the ones left)."""
     before, after = update_pattern(
         zk, pattern, lambda cur: frozenset(e for e in cur if not doomed(e))
     )
-    return before - after
+    return before - after, after

@@ -82,11 +82,11 @@ def _escape(value: str) -> str:
     return out[:-1] + "\\ " if out.endswith(" ") else out
 
 
-def peer_principal(ssl_object: ssl.SSLObject | ssl.SSLSocket | None) -> str:
-    """`User:<DN>` of a verified peer certificate, else User:ANONYMOUS."""
+def peer_dn(ssl_object: ssl.SSLObject | ssl.SSLSocket | None) -> str | None:
+    """The RFC 2253 subject of a verified peer certificate (None without one)."""
     if ssl_object is None:
-        return ANONYMOUS
+        return None
     cert = ssl_object.getpeercert()
     if not cert:
-        return ANONYMOUS
-    return f"User:{_rfc2253(cert.get('subject'))}"
+        return None
+    return _rfc2253(cert.get("subject"))

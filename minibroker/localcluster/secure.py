@@ -1,0 +1,101 @@
+"""`cluster up --secure`: a process-mode cluster as an application meets a secured Kafka
+cluster. A fresh CA and a certificate per node under `DIR/security/`; brokers' KAFKA listener
+on SASL_SSL (SCRAM-SHA-256/512, PLAIN) and a KAFKA_SSL listener that requires a client
+certificate; Kafka's ACL authorizer with the super user `admin`, whose SCRAM credentials (a
+generated password) are written to ZooKeeper before any broker starts; and the admin's client
+settings in `DIR/admin.properties` (SASL_SSL) and `DIR/admin-ssl.properties` (certificate).
+
+Not yet secured (issue 28 in progress): the gRPC listeners, ZooKeeper and the dashboard."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from minibroker import topology
+from minibroker.localcluster.state import ADMIN_CONFIG
+from minibroker.runtime.zk_client import ZkClient
+from minibroker.security import user_store
+from minibroker.security.certs import CA_CERT, make_node_cert
+from minibroker.security.client_config import ClientSecurity, write_properties
+
+SECURITY_DIR = "security"
+ADMIN = "admin"
+ADMIN_SSL_CONFIG = "admin-ssl.properties"
+KAFKA_SSL_LISTENER = "KAFKA_SSL"
+# A certificate CN=<name>,OU=<role>,O=minibroker is the principal User:<name>.
+PRINCIPAL_RULES = r"RULE:^CN=([^,]*),OU=[^,]*,O=minibroker$/$1/,DEFAULT"
+HOSTS = ("localhost", "127.0.0.1")
+
+
+@dataclass(frozen=True)
+class SecureCluster:
+    dir: Path
+    admin_password: str
+
+    @property
+    def security_dir(self) -> Path:
+        return self.dir / SECURITY_DIR
+
+    @property
+    def ca_file(self) -> Path:
+        return self.security_dir / CA_CERT
+
+    @property
+    def admin_config(self) -> Path:
+        return self.dir / ADMIN_CONFIG
+
+
+def security_dir(cluster_dir: Path) -> Path:
+    return cluster_dir / SECURITY_DIR
+
+
+def prepare(cluster_dir: Path, nodes: list[topology.Node]) -> SecureCluster:
+    """Certificates and the admin's client settings (ZooKeeper untouched: see add_admin)."""
+    sec = security_dir(cluster_dir)
+    for node in nodes:
+        make_node_cert(sec, node.name, node.role, HOSTS)
+    admin_cert = make_node_cert(sec, ADMIN, "client", HOSTS)
+    cluster = SecureCluster(cluster_dir, secrets.token_urlsafe(18))
+    ca = str(cluster.ca_file)
+    write_properties(
+        cluster.admin_config,
+        ClientSecurity("SASL_SSL", "SCRAM-SHA-512", ADMIN, cluster.admin_password, ca),
+    )
+    write_properties(
+        cluster_dir / ADMIN_SSL_CONFIG,
+        ClientSecurity("SSL", ca_file=ca, keystore=str(admin_cert.path)),
+    )
+    return cluster
+
+
+def broker_settings(
+    cluster_dir: Path, node: topology.Node, listeners: str, host: str, tls_port: int
+) -> dict[str, str]:
+    """What a secure broker's deployment settings become: its `listeners` plus KAFKA_SSL on
+    `tls_port`, the protocols, its certificate, and the authorizer."""
+    sec = security_dir(cluster_dir)
+    out = {
+        "ssl.keystore.location": str(sec / f"{node.name}.pem"),
+        "ssl.truststore.location": str(sec / CA_CERT),
+        "ssl.client.auth": "required",
+        "ssl.principal.mapping.rules": PRINCIPAL_RULES,
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": f"User:{ADMIN}",
+    }
+    out[node.listeners_setting] = f"{listeners},{KAFKA_SSL_LISTENER}://{host}:{tls_port}"
+    out["listener.security.protocol.map"] = (
+        f"PLAINTEXT:PLAINTEXT,KAFKA:SASL_SSL,{KAFKA_SSL_LISTENER}:SSL"
+    )
+    return out
+
+
+def add_admin(zk_connect: str, password: str) -> None:
+    """The super user's SCRAM credentials (both mechanisms), before any broker starts."""
+    zk = ZkClient(zk_connect, session_timeout_ms=10000)
+    zk.start()
+    try:
+        user_store.set_password(zk, ADMIN, password)
+    finally:
+        zk.stop()
