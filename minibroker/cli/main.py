@@ -7,6 +7,7 @@ import os
 import sys
 
 from minibroker.cli import (
+    acls,
     cluster,
     configs,
     consume,
@@ -18,6 +19,7 @@ from minibroker.cli import (
     produce,
     scenario,
     topics,
+    users,
     zk,
 )
 from minibroker.client.errors import ClientError
@@ -39,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     zk.add_parser(sub)
     topics.add_parser(sub)
     configs.add_parser(sub)
+    users.add_parser(sub)
+    acls.add_parser(sub)
     produce.add_parser(sub)
     consume.add_parser(sub)
     events.add_parser(sub)
