@@ -12,17 +12,16 @@ from tests.integration.conftest import Cluster
 
 
 def kafka_bootstrap(c: Cluster) -> str:
-    """Every broker's KAFKA listener, as `cluster status --json` lists them."""
-    ports = [p["kafka_port"] for p in c.status()["processes"] if p.get("kafka_port")]
+    """Every broker's KAFKA listener, as the cluster's state file records them (what
+    `cluster status --json` lists, without a process to start)."""
+    ports = [p.kafka_port for p in c.reload().processes if p.kafka_port]
     assert ports, "no broker has a KAFKA listener"
     return ",".join(f"127.0.0.1:{port}" for port in ports)
 
 
 def kafka_address(c: Cluster, broker_id: int) -> tuple[str, int]:
     """One broker's KAFKA listener."""
-    (port,) = [
-        p["kafka_port"] for p in c.status()["processes"] if p["name"] == f"broker-{broker_id}"
-    ]
+    (port,) = [p.kafka_port for p in c.reload().processes if p.name == f"broker-{broker_id}"]
     return "127.0.0.1", int(port)
 
 

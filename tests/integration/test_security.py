@@ -32,7 +32,11 @@ ACL_PROPAGATION_BOUND_S = 10.0
 @pytest.fixture(scope="module")
 def sc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     d = tmp_path_factory.mktemp("secure") / "cluster"
-    with cluster_with_zk(d, "--brokers", "2", "--controllers", "1", "--secure") as c:
+    # No 3 s wait for more members: every group here has one consumer.
+    delay = "group.initial.rebalance.delay.ms=0"
+    with cluster_with_zk(
+        d, "--brokers", "2", "--controllers", "1", "--secure", "--set", delay
+    ) as c:
         yield c
 
 
