@@ -7,8 +7,13 @@ EndToEndAuthorizationTest, AuthorizerIntegrationTest, SslEndToEndAuthorizationTe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import random
+import socket
 import ssl
+import struct
 import time
 import uuid
 from collections.abc import Iterator
@@ -41,12 +46,22 @@ def sc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def bootstrap(c: Cluster, tls: bool = False) -> str:
-    key = "kafka_tls_port" if tls else "kafka_port"
-    return ",".join(f"127.0.0.1:{p[key]}" for p in c.status()["processes"] if p["role"] == "broker")
+    brokers = c.state.by_role("broker")
+    return ",".join(f"127.0.0.1:{p.kafka_tls_port if tls else p.kafka_port}" for p in brokers)
 
 
 def admin_security(c: Cluster) -> ClientSecurity:
-    return read_properties(Path(c.status()["admin_client_config"]))
+    config = c.state.admin_client_config
+    assert config is not None, "not a --secure cluster"
+    return read_properties(Path(config))
+
+
+def test_status_names_the_admin_client_config(sc: Cluster) -> None:
+    status = sc.status()
+    assert status["secure"] and status["admin_client_config"] == sc.state.admin_client_config
+    assert (sc.dir / "admin.properties").stat().st_mode & 0o777 == 0o600
+    assert (sc.dir / "security" / "ca.key").stat().st_mode & 0o777 == 0o600
+    assert all(p["kafka_tls_port"] for p in status["processes"] if p["role"] == "broker")
 
 
 def user_security(c: Cluster, user: str, mechanism: str = "SCRAM-SHA-256") -> ClientSecurity:
@@ -258,3 +273,37 @@ def test_aiokafka_over_ssl_with_a_client_certificate(sc: Cluster) -> None:
 
     metadata = asyncio.run(run())
     assert metadata.offset >= 0
+
+
+def test_tls_garbage_and_certificateless_clients_are_refused(sc: Cluster) -> None:
+    """Random bytes, a plaintext Kafka request and a TLS client without a certificate on the
+    SSL listener: each connection closed; the broker keeps serving."""
+    seed = int(os.environ.get("MINIBROKER_SEED", random.randrange(1 << 30)))
+    print(f"seed {seed} (rerun: MINIBROKER_SEED={seed})")
+    rng = random.Random(seed)
+    port = sc.state.by_role("broker")[0].kafka_tls_port
+    payloads = [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 2000))) for _ in range(8)]
+    payloads.append(struct.pack(">ihhi", 8, 18, 0, 1))  # ApiVersions in the clear
+    for payload in payloads:
+        with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE_S) as s:
+            s.settimeout(DEADLINE_S)
+            s.sendall(payload)
+            with contextlib.suppress(ConnectionResetError):
+                while s.recv(65536):
+                    pass
+    context = ssl.create_default_context(cafile=admin_security(sc).ca_file)
+    assert _refused_without_a_certificate(context, port)
+    create_topic(sc, "after-garbage")
+    assert produce(sc, admin_security(sc), "after-garbage", [b"ok"]) == [None]
+
+
+def _refused_without_a_certificate(context: ssl.SSLContext, port: int) -> bool:
+    """Whether the SSL listener refuses a TLS client that has no certificate (in the
+    handshake, or with TLS 1.3 at the first read after it)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE_S) as raw:
+        try:
+            with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+                tls.sendall(struct.pack(">ihhi", 8, 18, 0, 1))
+                return tls.recv(1) == b""
+        except (ssl.SSLError, ConnectionResetError):
+            return True
