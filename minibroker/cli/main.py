@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from minibroker.cli import (
     acls,
@@ -22,10 +23,12 @@ from minibroker.cli import (
     users,
     zk,
 )
+from minibroker.cli.locate import cluster_dir
 from minibroker.client.errors import ClientError
 from minibroker.core.errors import ApiError
 from minibroker.core.zk_layout import ZNodeFormatError
-from minibroker.localcluster import ClusterError
+from minibroker.localcluster import ClusterError, secure
+from minibroker.runtime import zk_auth
 from minibroker.runtime.settings import ConfigError
 from minibroker.runtime.zk_server import ZooKeeperNotFound
 from minibroker.runtime.zk_store import ZkError
@@ -54,6 +57,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def configure_zk_login(args: argparse.Namespace) -> None:
+    """The tools' ZooKeeper login: $MINIBROKER_ZK_JAAS, else a secure --dir cluster's."""
+    path = os.environ.get("MINIBROKER_ZK_JAAS")
+    if path:
+        zk_auth.configure(zk_auth.read_jaas(Path(path), set_acl=True))
+    elif hasattr(args, "dir"):
+        zk_auth.configure(secure.zookeeper_login(cluster_dir(args)))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == [loadgen.COMMAND]:
@@ -61,8 +73,10 @@ def main(argv: list[str] | None = None) -> int:
         return loadgen.run(argv[1:])
     args = build_parser().parse_args(argv)
     try:
+        configure_zk_login(args)
         code: int = args.func(args)
     except (
+        zk_auth.ZkAuthError,
         ApiError,
         ClusterError,
         ConfigError,

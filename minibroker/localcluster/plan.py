@@ -144,6 +144,8 @@ def plan(
             node, all_nodes, free, broker_port_base, link_ports, targets
         )
         kafka_tls_port = 0
+        if secure:
+            settings.update(secure_mode.node_settings(d))
         if secure and node.role == "broker":
             kafka_tls_port = next(free)
             settings.update(

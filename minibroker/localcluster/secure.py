@@ -5,7 +5,11 @@ certificate; Kafka's ACL authorizer with the super user `admin`, whose SCRAM cre
 generated password) are written to ZooKeeper before any broker starts; and the admin's client
 settings in `DIR/admin.properties` (SASL_SSL) and `DIR/admin-ssl.properties` (certificate).
 
-Not yet secured (issue 28 in progress): the gRPC listeners, ZooKeeper and the dashboard."""
+ZooKeeper: every node logs in with the digest identity in `DIR/security/zookeeper.jaas` and
+`zookeeper.set.acl` is on, so znodes are creator-all plus world-read (credentials: no world
+read); the tools use the same file when given `--dir`.
+
+Not yet secured (issue 28 in progress): the gRPC listeners and the dashboard."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from pathlib import Path
 
 from minibroker import topology
 from minibroker.localcluster.state import ADMIN_CONFIG
+from minibroker.runtime import zk_auth
 from minibroker.runtime.zk_client import ZkClient
 from minibroker.security import user_store
 from minibroker.security.certs import CA_CERT, make_node_cert
@@ -27,6 +32,8 @@ KAFKA_SSL_LISTENER = "KAFKA_SSL"
 # A certificate CN=<name>,OU=<role>,O=minibroker is the principal User:<name>.
 PRINCIPAL_RULES = r"RULE:^CN=([^,]*),OU=[^,]*,O=minibroker$/$1/,DEFAULT"
 HOSTS = ("localhost", "127.0.0.1")
+ZK_JAAS = "zookeeper.jaas"
+ZK_USER = "kafka"  # one ZooKeeper identity for every node: creator-all ACLs must match
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,7 @@ def prepare(cluster_dir: Path, nodes: list[topology.Node]) -> SecureCluster:
         make_node_cert(sec, node.name, node.role, HOSTS)
     admin_cert = make_node_cert(sec, ADMIN, "client", HOSTS)
     cluster = SecureCluster(cluster_dir, secrets.token_urlsafe(18))
+    zk_auth.write_jaas(sec / ZK_JAAS, ZK_USER, secrets.token_urlsafe(18))
     ca = str(cluster.ca_file)
     write_properties(
         cluster.admin_config,
@@ -68,6 +76,20 @@ def prepare(cluster_dir: Path, nodes: list[topology.Node]) -> SecureCluster:
         ClientSecurity("SSL", ca_file=ca, keystore=str(admin_cert.path)),
     )
     return cluster
+
+
+def zookeeper_login(cluster_dir: Path) -> zk_auth.ZkLogin | None:
+    """The cluster's ZooKeeper login (None: not a secure cluster)."""
+    path = security_dir(cluster_dir) / ZK_JAAS
+    return zk_auth.read_jaas(path, set_acl=True) if path.exists() else None
+
+
+def node_settings(cluster_dir: Path) -> dict[str, str]:
+    """What every secure node (broker or controller) adds: its ZooKeeper login and ACLs."""
+    return {
+        "zookeeper.set.acl": "true",
+        "minibroker.zookeeper.jaas.file": str(security_dir(cluster_dir) / ZK_JAAS),
+    }
 
 
 def broker_settings(
@@ -91,9 +113,9 @@ def broker_settings(
     return out
 
 
-def add_admin(zk_connect: str, password: str) -> None:
+def add_admin(cluster_dir: Path, zk_connect: str, password: str) -> None:
     """The super user's SCRAM credentials (both mechanisms), before any broker starts."""
-    zk = ZkClient(zk_connect, session_timeout_ms=10000)
+    zk = ZkClient(zk_connect, session_timeout_ms=10000, login=zookeeper_login(cluster_dir))
     zk.start()
     try:
         user_store.set_password(zk, ADMIN, password)

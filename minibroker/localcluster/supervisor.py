@@ -109,7 +109,7 @@ def up(
             _wait_started(p, ready_timeout_s)
             if p.role == "zookeeper" and secured is not None:
                 _wait_zookeeper(p, ready_timeout_s)
-                secure_mode.add_admin(state.zk_connect, secured.admin_password)
+                secure_mode.add_admin(Path(state.dir), state.zk_connect, secured.admin_password)
         wait_ready(state, ready_timeout_s)
     except BaseException:
         down(state)

@@ -17,6 +17,7 @@ from minibroker.core.listeners import (
     security_protocol_map,
 )
 from minibroker.runtime import logging as slog
+from minibroker.runtime import zk_auth
 from minibroker.runtime.settings import PROFILES, ConfigError, Settings
 from minibroker.runtime.zk_store import ZkStore
 
@@ -100,7 +101,21 @@ def install_stop_signals(stop: asyncio.Event) -> None:
 
 
 def zk_store_for(settings: Settings) -> ZkStore:
-    """The process's ZooKeeper session, configured by Kafka's zookeeper.* properties."""
+    """The process's ZooKeeper session, configured by Kafka's zookeeper.* properties; its
+    login (zk_auth) becomes the whole process's. Exits, as Kafka's KafkaServer does, when
+    zookeeper.set.acl is set without a login."""
+    jaas = settings.get_str("minibroker.zookeeper.jaas.file")
+    set_acl = settings.get_bool("zookeeper.set.acl")
+    try:
+        login = zk_auth.read_jaas(Path(jaas), set_acl) if jaas else None
+    except zk_auth.ZkAuthError as exc:
+        raise SystemExit(f"configuration error: {exc}") from None
+    if set_acl and login is None:
+        raise SystemExit(
+            "configuration error: zookeeper.set.acl is true, but no ZooKeeper login is "
+            "configured (minibroker.zookeeper.jaas.file: a JAAS file with a Client section)"
+        )
+    zk_auth.configure(login)
     return ZkStore(
         settings.get_str("zookeeper.connect"),
         session_timeout_ms=settings.get_int("zookeeper.session.timeout.ms"),

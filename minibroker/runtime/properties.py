@@ -71,6 +71,14 @@ PROPERTIES: tuple[Property, ...] = (
     _P("zookeeper.session.timeout.ms", int, 18000, "ZooKeeper session timeout"),
     _P("zookeeper.connection.timeout.ms", int, 0, "wait for a connection; 0 = session timeout"),
     _P("zookeeper.max.in.flight.requests", int, 10, "pipelined ZooKeeper requests unanswered"),
+    _P("zookeeper.set.acl", bool, False, "znodes creator-all + world-read (needs a ZK login)"),
+    _P(
+        "minibroker.zookeeper.jaas.file",
+        str,
+        "",
+        "JAAS file whose Client section (DigestLoginModule) is this process's ZooKeeper login "
+        "(Kafka: -Djava.security.auth.login.config)",
+    ),
     _P("replica.lag.time.max.ms", int, 30000, "follower lag before it leaves the ISR"),
     _P("replica.fetch.wait.max.ms", int, 500, "follower fetch max wait"),
     _P("replica.fetch.min.bytes", int, 1, ""),

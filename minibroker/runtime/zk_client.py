@@ -7,6 +7,7 @@ watches) run on kazoo's threads; shells hand them to their loop with `call_soon_
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 from collections import deque
@@ -18,11 +19,13 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
+from minibroker.runtime.zk_auth import ZkLogin, process_login
 from minibroker.runtime.zk_errors import (
     Node,
     SessionState,
     Stat,
     ZkConnectionError,
+    ZkNodeExists,
     ZkNoNode,
     call_mapped,
     mapped_error,
@@ -46,8 +49,11 @@ class ZkClient:
         session_timeout_ms: int,
         connection_timeout_ms: int | None = None,
         max_in_flight_requests: int = MAX_IN_FLIGHT_REQUESTS,
+        login: ZkLogin | None = None,
     ) -> None:
+        """`login`: who to be to ZooKeeper (default: the process's, zk_auth.configure)."""
         self.connect = connect
+        self.login = login or process_login()
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
         self.max_in_flight_requests = max(1, max_in_flight_requests)
@@ -56,6 +62,8 @@ class ZkClient:
             timeout=session_timeout_ms / 1000.0,
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
             logger=logging.getLogger("kazoo.client"),
+            auth_data=self.login.auth_data if self.login else None,
+            default_acl=self.login.acl_for("/") if self.login else None,
         )
         self._pipelined_watches: dict[str, Callable[[], None]] = {}
 
@@ -173,10 +181,13 @@ class ZkClient:
         makepath: bool = False,
     ) -> str:
         """Create a znode; returns its path (with the sequence suffix for sequential ones)."""
+        if makepath:
+            self.ensure_paths([path.rsplit("/", 1)[0]] if path.count("/") > 1 else [])
         created: str = call_mapped(
             self._client.create,
             path,
             data,
+            acl=self.acl_for(path),
             ephemeral=ephemeral,
             sequence=sequential,
             makepath=makepath,
@@ -190,9 +201,20 @@ class ZkClient:
     def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
         call_mapped(self._client.delete, path, version=version, recursive=recursive)
 
+    def acl_for(self, path: str) -> list[Any] | None:
+        """The ACL a znode created at `path` gets (zookeeper.set.acl; None: the default)."""
+        return self.login.acl_for(path) if self.login else None
+
     def ensure_paths(self, paths: Iterable[str]) -> None:
+        """Each path and its parents, every one with its own ACL (a sensitive parent stays
+        unreadable to the world, as Kafka creates its persistent paths)."""
         for path in paths:
-            call_mapped(self._client.ensure_path, path)
+            parts = [p for p in path.split("/") if p]
+            for i in range(1, len(parts) + 1):
+                prefix = "/" + "/".join(parts[:i])
+                if call_mapped(self._client.exists, prefix) is None:
+                    with contextlib.suppress(ZkNodeExists):
+                        call_mapped(self._client.create, prefix, b"", acl=self.acl_for(prefix))
 
     # ---- Kafka's compound writes -------------------------------------------------------------
 

@@ -33,6 +33,10 @@ class ZkNotEmpty(ZkError):
     pass
 
 
+class ZkNoAuth(ZkError):
+    """The znode's ACL does not let this session do that (zookeeper.set.acl)."""
+
+
 class ZkConnectionError(ZkError):
     """No usable session: not connected, connection lost mid-call, or session expired."""
 
@@ -94,6 +98,7 @@ _MAPPED: tuple[tuple[type[Exception], type[ZkError]], ...] = (
     (kz_exc.NodeExistsError, ZkNodeExists),
     (kz_exc.BadVersionError, ZkBadVersion),
     (kz_exc.NotEmptyError, ZkNotEmpty),
+    (kz_exc.NoAuthError, ZkNoAuth),
     (kz_exc.ConnectionClosedError, ZkConnectionError),
     (kz_exc.ConnectionLoss, ZkConnectionError),
     (kz_exc.SessionExpiredError, ZkConnectionError),

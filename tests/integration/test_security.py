@@ -307,3 +307,50 @@ def _refused_without_a_certificate(context: ssl.SSLContext, port: int) -> bool:
                 return tls.recv(1) == b""
         except (ssl.SSLError, ConnectionResetError):
             return True
+
+
+def test_unauthenticated_zookeeper_writes_are_refused(sc: Cluster) -> None:
+    """ZkAuthorizationTest: with zookeeper.set.acl, a session without the cluster's login
+    reads the cluster's state but writes nothing, and cannot read SCRAM credentials."""
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoAuthError
+
+    sc.cli("topics", "create", "zk-acl", "--partitions", "1", "--replication-factor", "2",
+           "--wait")  # fmt: skip
+    stranger = KazooClient(sc.state.zk_connect)
+    stranger.start(timeout=DEADLINE_S)
+    try:
+        writes = [
+            lambda: stranger.create("/brokers/ids/99", b"{}"),
+            lambda: stranger.set("/controller_epoch", b"99"),
+            lambda: stranger.delete("/brokers/topics/zk-acl/partitions/0/state"),
+            lambda: stranger.create("/kafka-acl/Topic/zk-acl", b"{}"),
+            lambda: stranger.create("/config/changes/config_change_", b"{}", sequence=True),
+            lambda: stranger.create("/admin/delete_topics/zk-acl", b""),
+            lambda: stranger.get("/config/users/admin"),
+        ]
+        for attempt in writes:
+            with pytest.raises(NoAuthError):
+                attempt()  # type: ignore[no-untyped-call]
+        assert stranger.get("/brokers/topics/zk-acl")[0]  # world-readable state
+        acls = stranger.get_acls("/brokers/topics/zk-acl")[0]
+        assert {(a.id.scheme, a.perms) for a in acls} == {("digest", 31), ("world", 1)}
+    finally:
+        stranger.stop()
+        stranger.close()
+
+
+def test_a_broker_with_set_acl_and_no_zookeeper_login_refuses_to_start(
+    sc: Cluster, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "broker", "--id", "99", "--log-dir", str(tmp_path / "logs"),
+         "--zk", sc.state.zk_connect, "--set", "zookeeper.set.acl=true"],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "zookeeper.set.acl is true, but no ZooKeeper login" in result.stderr
+    assert sc.zk.exists("/brokers/ids/99") is None

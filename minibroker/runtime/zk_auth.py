@@ -1,0 +1,88 @@
+"""Who a process is to ZooKeeper, and the ACLs its znodes get (Kafka's `zookeeper.set.acl`,
+`ZkData.defaultAcls`). As a Kafka JVM takes its ZooKeeper login from the JAAS file of
+`-Djava.security.auth.login.config` (its `Client` section), a minibroker process takes it from
+a JAAS file too, for the whole process: `minibroker.zookeeper.jaas.file` for brokers and
+controllers, `$MINIBROKER_ZK_JAAS` or a secure cluster's dir for the tools. The login is
+ZooKeeper's digest scheme (DigestLoginModule's username and password), which Debian's
+ZooKeeper 3.8 and kazoo both support without a SASL library.
+
+With `zookeeper.set.acl`, each znode gets creator-all plus world-read, and the sensitive ones
+(`/config/users`, `/config/brokers`, `/delegation_token/tokens` and below) creator-all only;
+everyone else can read the cluster's state but write nothing."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kazoo.security import CREATOR_ALL_ACL, READ_ACL_UNSAFE
+
+SENSITIVE_ROOT_PATHS = ("/config/users", "/config/brokers", "/delegation_token/tokens")
+DIGEST_LOGIN_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
+
+
+class ZkAuthError(ValueError):
+    """A JAAS file that cannot be used; the message says why."""
+
+
+@dataclass(frozen=True)
+class ZkLogin:
+    username: str
+    password: str
+    set_acl: bool = False
+
+    @property
+    def auth_data(self) -> list[tuple[str, str]]:
+        return [("digest", f"{self.username}:{self.password}")]
+
+    def acl_for(self, path: str) -> list[Any] | None:
+        """The ACL a new znode at `path` gets (None: ZooKeeper's open default)."""
+        if not self.set_acl:
+            return None
+        if any(path == p or path.startswith(p + "/") for p in SENSITIVE_ROOT_PATHS):
+            return list(CREATOR_ALL_ACL)
+        return [*CREATOR_ALL_ACL, *READ_ACL_UNSAFE]
+
+
+def read_jaas(path: Path, set_acl: bool = False) -> ZkLogin:
+    """The `Client` section's DigestLoginModule username and password."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ZkAuthError(f"ZooKeeper JAAS file {path}: {exc.strerror}") from None
+    section = re.search(r"\bClient\s*\{(.*?)\}\s*;", text, re.S)
+    if section is None or DIGEST_LOGIN_MODULE not in section.group(1):
+        raise ZkAuthError(f"{path}: no Client section with {DIGEST_LOGIN_MODULE}")
+    options = dict(re.findall(r'(\w+)\s*=\s*"([^"]*)"', section.group(1)))
+    if not options.get("username") or not options.get("password"):
+        raise ZkAuthError(f"{path}: the Client section needs username and password")
+    return ZkLogin(options["username"], options["password"], set_acl)
+
+
+def write_jaas(path: Path, username: str, password: str) -> Path:
+    """A JAAS file a Kafka broker (Client) and ZooKeeper tools read as well."""
+    import os
+
+    body = (
+        f"Client {{\n  {DIGEST_LOGIN_MODULE} required\n"
+        f'  username="{username}"\n  password="{password}";\n}};\n'
+    )
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(body)
+    return path
+
+
+_process_login: ZkLogin | None = None
+
+
+def configure(login: ZkLogin | None) -> None:
+    """This process's ZooKeeper login (every ZkClient made afterwards uses it)."""
+    global _process_login
+    _process_login = login
+
+
+def process_login() -> ZkLogin | None:
+    return _process_login
