@@ -10,6 +10,8 @@ from broker.metadata_cache import LiveBroker, PartitionMetadata
 from broker.replica_manager import ReplicaManager
 from broker.replication.partition import PartitionState
 from broker.request_handling import guarded, opt_field
+from broker.security.authorizer import BrokerAuthorizer
+from broker.security.grpc_peers import GrpcPeerCheck
 from broker.types import (
     ControlHeader,
     LeaderAndIsrPartition,
@@ -21,6 +23,9 @@ from minibroker.core.types import TopicPartition
 from minibroker.rpc import control_pb2, control_pb2_grpc
 from minibroker.runtime.wire import error_to_wire
 
+# A control request from a peer without a controller's certificate (Kafka: CLUSTER_ACTION).
+_REFUSED_CODE = error_to_wire(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+_REFUSED_WHY = "only the controller's certificate may send this"
 NOT_THE_CONTROLLER = "brokers forward this to the active controller; ask the controller"
 
 
@@ -34,8 +39,9 @@ def _add_partition_errors(response: Any, errors: dict[TopicPartition, ErrorCode]
 class ControlServicer(control_pb2_grpc.ControlServicer):  # type: ignore[misc]
     """LeaderAndIsr, UpdateMetadata and StopReplica from the controller (reference §3.3, §3.4)."""
 
-    def __init__(self, rm: ReplicaManager) -> None:
+    def __init__(self, rm: ReplicaManager, peers: GrpcPeerCheck | None = None) -> None:
         self.rm = rm
+        self.peers = peers or GrpcPeerCheck(False, BrokerAuthorizer(None, None), "")
 
     @staticmethod
     def _header(request: Any) -> ControlHeader:
@@ -46,6 +52,11 @@ class ControlServicer(control_pb2_grpc.ControlServicer):  # type: ignore[misc]
         )
 
     async def LeaderAndIsr(self, request: Any, context: Any) -> control_pb2.LeaderAndIsrResponse:  # noqa: N802
+        if not self.peers.controller(context, "LeaderAndIsr"):
+            return control_pb2.LeaderAndIsrResponse(
+                error_code=_REFUSED_CODE, error_message=_REFUSED_WHY
+            )
+
         async def handle() -> control_pb2.LeaderAndIsrResponse:
             partitions = [
                 LeaderAndIsrPartition(
@@ -75,6 +86,11 @@ class ControlServicer(control_pb2_grpc.ControlServicer):  # type: ignore[misc]
     async def UpdateMetadata(
         self, request: Any, context: Any
     ) -> control_pb2.UpdateMetadataResponse:  # noqa: N802
+        if not self.peers.controller(context, "UpdateMetadata"):
+            return control_pb2.UpdateMetadataResponse(
+                error_code=_REFUSED_CODE, error_message=_REFUSED_WHY
+            )
+
         async def handle() -> control_pb2.UpdateMetadataResponse:
             brokers = []
             for b in request.live_brokers:
@@ -110,6 +126,11 @@ class ControlServicer(control_pb2_grpc.ControlServicer):  # type: ignore[misc]
         return await guarded(self.rm, "UpdateMetadata", handle(), failed)
 
     async def StopReplica(self, request: Any, context: Any) -> control_pb2.StopReplicaResponse:  # noqa: N802
+        if not self.peers.controller(context, "StopReplica"):
+            return control_pb2.StopReplicaResponse(
+                error_code=_REFUSED_CODE, error_message=_REFUSED_WHY
+            )
+
         async def handle() -> control_pb2.StopReplicaResponse:
             partitions = [
                 StopReplicaPartition(

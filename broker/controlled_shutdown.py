@@ -12,6 +12,7 @@ import grpc
 from minibroker.client.controller_admin import controller_address
 from minibroker.core.errors import ErrorCode, error_name
 from minibroker.rpc import control_pb2, control_pb2_grpc
+from minibroker.runtime import grpc_security
 from minibroker.runtime import logging as slog
 from minibroker.runtime.settings import Settings
 from minibroker.runtime.zk_store import ZkError, ZkStore
@@ -30,7 +31,7 @@ async def controlled_shutdown(
                 controller_address, store, settings.get_str("inter.broker.listener.name")
             )
             if address is not None:
-                async with grpc.aio.insecure_channel(address) as channel:
+                async with grpc_security.aio_channel(address) as channel:
                     stub = control_pb2_grpc.ControlStub(channel)
                     response = await stub.ControlledShutdown(request, timeout=30)
                 remaining = [

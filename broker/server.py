@@ -118,7 +118,14 @@ async def run_broker(settings: Settings) -> int:
         # A guard per server: it keeps the handlers of its own server (one per listener).
         servers[e.listener] = grpc.aio.server(options=GRPC_OPTIONS, interceptors=[RequestGuard()])
         health_pb2_grpc.add_HealthServicer_to_server(health, servers[e.listener])
-        bound[e.listener] = servers[e.listener].add_insecure_port(f"{e.host}:{e.port}")
+        creds = security.grpc_credentials(e.listener)
+        address = f"{e.host}:{e.port}"
+        server = servers[e.listener]
+        bound[e.listener] = (
+            server.add_insecure_port(address)
+            if creds is None
+            else server.add_secure_port(address, creds)
+        )
         if bound[e.listener] == 0:
             slog.event("broker_failed", logging.ERROR, error=f"cannot listen on {e}")
             return 1
@@ -155,11 +162,11 @@ async def run_broker(settings: Settings) -> int:
         await _stop_all(servers, None)
         return 1
     rm = ReplicaManager(settings, broker_id, log_dir, store, metrics)
-    control = ControlServicer(rm)
     events = EventsServicer(slog.event_buffer())
     for name, server in servers.items():
-        broker_pb2_grpc.add_BrokerServicer_to_server(BrokerServicer(rm, name), server)
-        control_pb2_grpc.add_ControlServicer_to_server(control, server)
+        peers = security.grpc_peers(name)
+        broker_pb2_grpc.add_BrokerServicer_to_server(BrokerServicer(rm, name, peers), server)
+        control_pb2_grpc.add_ControlServicer_to_server(ControlServicer(rm, peers), server)
         events_pb2_grpc.add_EventsServicer_to_server(events, server)
 
     def on_epoch(epoch: int) -> None:

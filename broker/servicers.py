@@ -12,16 +12,20 @@ from typing import Any
 
 from broker import auto_create, offset_reads
 from broker.delete_records import MAX_TIMEOUT_MS as MAX_DELETE_RECORDS_TIMEOUT_MS
+from broker.delete_records import DeleteRecordsResult
 from broker.fetch.handling import MAX_WAIT_MS, FetchCall, handle_fetch
 from broker.fetch.session_cache import FINAL_EPOCH
 from broker.partition_table import HostedPartition
 from broker.replica_manager import ReplicaManager
 from broker.request_handling import guarded, opt_field
+from broker.security.authorizer import BrokerAuthorizer
+from broker.security.grpc_peers import GrpcPeerCheck
 from broker.types import (
     CONSUMER_REPLICA_ID,
     FetchPartitionRequest,
 )
 from minibroker.core.errors import ErrorCode
+from minibroker.core.security.acl import AclOperation
 from minibroker.core.types import NO_LEADER, TopicPartition
 from minibroker.rpc import broker_pb2, broker_pb2_grpc
 from minibroker.runtime.wire import error_to_wire
@@ -32,9 +36,12 @@ DEBUG_REPLICA_ID = -2
 class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
     """The Broker service on one listener: Metadata answers with that listener's endpoints."""
 
-    def __init__(self, rm: ReplicaManager, listener: str = "PLAINTEXT") -> None:
+    def __init__(
+        self, rm: ReplicaManager, listener: str = "PLAINTEXT", peers: GrpcPeerCheck | None = None
+    ) -> None:
         self.rm = rm
         self.listener = listener
+        self.peers = peers or GrpcPeerCheck(False, BrokerAuthorizer(None, None), listener)
         # Kafka caps every fetch at the broker's fetch.max.bytes, whatever it asks for.
         self.fetch_max_bytes = rm.settings.get_int("fetch.max.bytes")
 
@@ -44,37 +51,60 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
         def failed(code: ErrorCode) -> broker_pb2.ProduceResponse:
             return _produce_response({tp: (code, -1, -1, "") for tp in _produce_tps(request)})
 
-        return await guarded(self.rm, "Produce", self._produce(request), failed)
+        return await guarded(self.rm, "Produce", self._produce(request, context), failed)
 
-    async def _produce(self, request: Any) -> broker_pb2.ProduceResponse:
+    async def _produce(self, request: Any, context: Any) -> broker_pb2.ProduceResponse:
         batches: dict[TopicPartition, bytes] = {}
         for t in request.topics:
             for p in t.partitions:
                 batches[TopicPartition(t.name, p.partition_index)] = bytes(p.records)
-        timeout_ms = max(0, min(int(request.timeout_ms), 10 * MAX_WAIT_MS))
-        results = await self.rm.append_records(int(request.acks), timeout_ms, batches)
-        return _produce_response(
-            {
-                tp: (r.error, r.base_offset, r.log_start_offset, r.message)
-                for tp, r in results.items()
-            }
+        writable = self.peers.topics_allowed(
+            context, AclOperation.WRITE, {tp.topic for tp in batches}
         )
+        denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        out = {tp: (denied, -1, -1, "") for tp in batches if tp.topic not in writable}
+        timeout_ms = max(0, min(int(request.timeout_ms), 10 * MAX_WAIT_MS))
+        allowed = {tp: b for tp, b in batches.items() if tp.topic in writable}
+        if allowed:
+            results = await self.rm.append_records(int(request.acks), timeout_ms, allowed)
+            out.update(
+                {
+                    tp: (r.error, r.base_offset, r.log_start_offset, r.message)
+                    for tp, r in results.items()
+                }
+            )
+        return _produce_response(out)
 
     # ---- Fetch -----------------------------------------------------------------------------
 
     async def Fetch(self, request: Any, context: Any) -> broker_pb2.FetchResponse:  # noqa: N802
-        return await guarded(self.rm, "Fetch", self._fetch(request), _fetch_failed)
+        return await guarded(self.rm, "Fetch", self._fetch(request, context), _fetch_failed)
 
     async def FetchStream(  # noqa: N802
         self, requests: AsyncIterator[Any], context: Any
     ) -> AsyncIterator[broker_pb2.FetchResponse]:
         """Fetch, one answer per request on a follower's long-lived stream."""
         async for request in requests:
-            yield await guarded(self.rm, "Fetch", self._fetch(request), _fetch_failed)
+            yield await guarded(self.rm, "Fetch", self._fetch(request, context), _fetch_failed)
 
-    async def _fetch(self, request: Any) -> broker_pb2.FetchResponse:
+    def _fetch_refused(self, request: Any, context: Any) -> set[str]:
+        """The topics of this fetch the caller may not read: every one for a follower fetch
+        without its broker's certificate (TOPIC_AUTHORIZATION_FAILED per partition, as Kafka
+        answers a follower without CLUSTER_ACTION), else those without READ."""
+        topics = {t.topic for t in request.topics}
+        replica_id = opt_field(request, "replica_id", CONSUMER_REPLICA_ID)
+        if replica_id >= 0:
+            return set() if self.peers.follower(context, replica_id) else topics
+        return topics - self.peers.topics_allowed(context, AclOperation.READ, topics)
+
+    async def _fetch(self, request: Any, context: Any) -> broker_pb2.FetchResponse:
+        refused = self._fetch_refused(request, context)
+        if refused == {t.topic for t in request.topics} and refused:
+            return _fetch_refusal(request, refused)
         parts = []
         for t in request.topics:
+            if t.topic in refused:
+                continue
             for p in t.partitions:
                 parts.append(
                     FetchPartitionRequest(
@@ -118,6 +148,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
                 preferred_read_replica=-1,
                 records=r.records,
             )
+        if refused:
+            for topic in _fetch_refusal(request, refused).responses:
+                if topic.topic in refused:
+                    response.responses.append(topic)
         return response
 
     # ---- ListOffsets, OffsetsForLeaderEpoch, Metadata, DescribeBroker ----------------------
@@ -187,7 +221,17 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
                 for p in t.partitions
             }
             timeout_ms = max(0, min(int(request.timeout_ms), MAX_DELETE_RECORDS_TIMEOUT_MS))
-            results = await self.rm.deletion.delete_records(offsets, timeout_ms)
+            deletable = self.peers.topics_allowed(
+                context, AclOperation.DELETE, {tp.topic for tp in offsets}
+            )
+            results = {
+                tp: DeleteRecordsResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                for tp in offsets
+                if tp.topic not in deletable
+            }
+            allowed = {tp: o for tp, o in offsets.items() if tp.topic in deletable}
+            if allowed:
+                results.update(await self.rm.deletion.delete_records(allowed, timeout_ms))
             response = broker_pb2.DeleteRecordsResponse()
             by_topic: dict[str, Any] = {}
             for tp, r in results.items():
@@ -325,6 +369,24 @@ def _produce_response(
             log_start_offset=log_start,
             error_message=message,
         )
+    return response
+
+
+def _fetch_refusal(request: Any, refused: set[str]) -> broker_pb2.FetchResponse:
+    """The whole fetch refused, partition by partition (nothing read: a session is untouched;
+    the caller sees which topics it may not read)."""
+    response = broker_pb2.FetchResponse(session_id=int(request.session_id))
+    for t in request.topics:
+        topic = response.responses.add(topic=t.topic)
+        for p in t.partitions:
+            topic.partitions.add(
+                partition_index=p.partition,
+                error_code=error_to_wire(
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED if t.topic in refused else ErrorCode.NONE
+                ),
+                high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+                preferred_read_replica=-1,
+            )  # fmt: skip
     return response
 
 

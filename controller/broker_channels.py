@@ -21,6 +21,7 @@ from minibroker.core.errors import error_name
 from minibroker.core.listeners import Endpoint
 from minibroker.core.types import LEADER_DURING_DELETE, TopicPartition
 from minibroker.rpc import control_pb2, control_pb2_grpc
+from minibroker.runtime import grpc_security
 from minibroker.runtime import logging as slog
 from minibroker.runtime.grpc_options import channel_options
 
@@ -35,7 +36,7 @@ class BrokerChannel:
         self.controller_id = controller_id
         # (request kind, request, a future for its answer or None)
         self.queue: asyncio.Queue[tuple[str, Any, asyncio.Future[Any] | None]] = asyncio.Queue()
-        self._channel = grpc.aio.insecure_channel(address, options=channel_options())
+        self._channel = grpc_security.aio_channel(address, options=channel_options())
         self._stub = control_pb2_grpc.ControlStub(self._channel)
         self._task = asyncio.ensure_future(self._run())
 

@@ -26,10 +26,12 @@ from minibroker.core.listeners import (
     ListenerError,
     advertised_endpoints,
     parse_listeners,
+    security_protocol_map,
 )
 from minibroker.core.types import TopicPartition
 from minibroker.core.zk_layout import ControllerEndpointZNode
 from minibroker.rpc import control_pb2, control_pb2_grpc, events_pb2_grpc
+from minibroker.runtime import grpc_security
 from minibroker.runtime import logging as slog
 from minibroker.runtime.event_service import EventsServicer
 from minibroker.runtime.grpc_guard import RequestGuard
@@ -142,11 +144,40 @@ def register_endpoint(store: ZkStore, controller_id: int, endpoints: Sequence[En
         store.create(path, data, ephemeral=True)
 
 
-def bind_listeners(server: Any, listeners: Sequence[Endpoint]) -> dict[str, int] | None:
+def controller_tls(settings: Settings, listeners: Sequence[Endpoint]) -> dict[str, Any] | None:
+    """Each SSL listener's gRPC server credentials (the controller's keystore; client
+    certificates required with ssl.client.auth=required); with any, every channel this
+    controller opens to brokers dials TLS with its certificate. None: a setting is wrong."""
+    try:
+        protocols = security_protocol_map(
+            settings.get_str("listener.security.protocol.map"), listeners
+        )
+        if not any(p == "SSL" for p in protocols.values()):
+            return {}
+        files = grpc_security.TlsFiles(
+            settings.get_str("ssl.truststore.location"), settings.get_str("ssl.keystore.location")
+        )
+        grpc_security.configure_client(files)
+        required = settings.get_str("ssl.client.auth") == "required"
+        return {n: files.server_credentials(required) for n, p in protocols.items() if p == "SSL"}
+    except (ListenerError, grpc_security.GrpcTlsError) as exc:
+        slog.event("controller_failed", logging.ERROR, error=f"TLS: {exc}")
+        return None
+
+
+def bind_listeners(
+    server: Any, listeners: Sequence[Endpoint], credentials: dict[str, Any] | None = None
+) -> dict[str, int] | None:
     """Add one port per listener to the server; the bound ports by name, or None on failure."""
     bound = {}
     for e in listeners:
-        port = server.add_insecure_port(f"{e.host}:{e.port}")
+        creds = (credentials or {}).get(e.listener)
+        address = f"{e.host}:{e.port}"
+        port = (
+            server.add_insecure_port(address)
+            if creds is None
+            else server.add_secure_port(address, creds)
+        )
         if port == 0:
             slog.event("controller_failed", logging.ERROR, error=f"cannot listen on {e}")
             return None
@@ -169,7 +200,10 @@ async def run_controller(settings: Settings) -> int:
     server = grpc.aio.server(options=server_options(), interceptors=[RequestGuard()])
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
-    bound = bind_listeners(server, listeners)
+    credentials = controller_tls(settings, listeners)
+    if credentials is None:
+        return 1
+    bound = bind_listeners(server, listeners, credentials)
     if bound is None:
         return 1
     try:

@@ -36,6 +36,7 @@ from minibroker.core.errors import ErrorCode
 from minibroker.core.records import RecordError
 from minibroker.core.types import TopicPartition
 from minibroker.rpc import broker_pb2, broker_pb2_grpc
+from minibroker.runtime import grpc_security
 from minibroker.runtime import logging as slog
 from minibroker.runtime.deadlines import wait_set
 from minibroker.runtime.grpc_options import channel_options
@@ -73,7 +74,7 @@ class FollowerFetcher:
         self.timeout_s = (self.wait_ms + s.get_int("replica.socket.timeout.ms")) / 1000
         # Leader epochs, unless a test plants a bug.
         self.mode = truncation_mode(services.planted_bug)
-        self._channel = grpc.aio.insecure_channel(
+        self._channel = grpc_security.aio_channel(
             address,
             options=channel_options(
                 max_receive_bytes=self.response_max_bytes + (1 << 20), max_send_bytes=16 << 20

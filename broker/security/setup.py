@@ -8,6 +8,8 @@ from __future__ import annotations
 import ssl
 from collections.abc import Mapping
 
+import grpc
+
 from broker.security.acl_cache import AclCache
 from broker.security.authorizer import (
     AuthorizerConfigError,
@@ -15,13 +17,16 @@ from broker.security.authorizer import (
     authorizer_config,
 )
 from broker.security.credentials import CredentialCache
-from minibroker.core.listeners import uses_sasl, uses_tls
+from broker.security.grpc_peers import GrpcPeerCheck
+from minibroker.core.listeners import speaks_kafka, uses_sasl, uses_tls
 from minibroker.core.security.principal_mapping import (
     map_principal,
     parse_rules,
 )
 from minibroker.core.security.sasl import PLAIN
 from minibroker.core.security.scram import ScramMechanism
+from minibroker.runtime import grpc_security
+from minibroker.runtime.grpc_security import TlsFiles
 from minibroker.runtime.settings import Settings
 from minibroker.runtime.zk_store import ZkStore
 from minibroker.security.tls import ANONYMOUS, TlsConfigError, server_context
@@ -67,6 +72,19 @@ class BrokerSecurity:
         if not mechanisms and any(uses_sasl(p) for p in protocols.values()):
             raise SecurityConfigError("a SASL listener needs sasl.enabled.mechanisms")
         self.mechanisms = mechanisms
+        # gRPC listeners on SSL: TLS with the same keystore, and every channel this broker
+        # opens (fetchers, controlled shutdown) dials TLS with its certificate.
+        self.grpc_tls: TlsFiles | None = None
+        self.grpc_client_auth = settings.get_str("ssl.client.auth") == "required"
+        if any(p == "SSL" and not speaks_kafka(n) for n, p in protocols.items()):
+            self.grpc_tls = TlsFiles(
+                settings.get_str("ssl.truststore.location"),
+                settings.get_str("ssl.keystore.location"),
+            )
+            try:
+                grpc_security.configure_client(self.grpc_tls)
+            except grpc_security.GrpcTlsError as exc:
+                raise SecurityConfigError(f"gRPC TLS: {exc}") from None
         self.credentials: CredentialCache | None = None
         self.acls: AclCache | None = None
         self.authorizer = BrokerAuthorizer(config, None)
@@ -75,6 +93,17 @@ class BrokerSecurity:
         """The principal of a TLS client (User:ANONYMOUS without a certificate);
         NoMatchingRule when no mapping rule matches its name."""
         return ANONYMOUS if dn is None else f"User:{map_principal(self.principal_rules, dn)}"
+
+    def grpc_credentials(self, listener: str) -> grpc.ServerCredentials | None:
+        """A gRPC listener's TLS credentials (None: plaintext)."""
+        if self.protocols.get(listener) != "SSL" or self.grpc_tls is None:
+            return None
+        return self.grpc_tls.server_credentials(self.grpc_client_auth)
+
+    def grpc_peers(self, listener: str) -> GrpcPeerCheck:
+        """The peer checks of a gRPC listener: enforced with TLS and client certificates."""
+        enforced = self.protocols.get(listener) == "SSL" and self.grpc_client_auth
+        return GrpcPeerCheck(enforced, self.authorizer, listener)
 
     def sasl(self, listener: str) -> bool:
         return uses_sasl(self.protocols.get(listener, "PLAINTEXT"))

@@ -10,6 +10,7 @@ import sys
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from minibroker.runtime import grpc_security
 from minibroker.topology import BROKER_HEALTH_SERVICE, CONTROL_HEALTH_SERVICE
 
 SERVICES_HELP = (
@@ -37,7 +38,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def check(address: str, service: str = "", timeout_s: float = 3.0) -> tuple[bool, str]:
     """(serving, one line describing the answer) of `service` at `address`."""
     what = f"{address} {service or '(process)'}"
-    with grpc.insecure_channel(address) as channel:
+    with grpc_security.sync_channel(address) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
             response = stub.Check(

@@ -28,7 +28,7 @@ from minibroker.client.errors import ClientError
 from minibroker.core.errors import ApiError
 from minibroker.core.zk_layout import ZNodeFormatError
 from minibroker.localcluster import ClusterError, secure
-from minibroker.runtime import zk_auth
+from minibroker.runtime import grpc_security, zk_auth
 from minibroker.runtime.settings import ConfigError
 from minibroker.runtime.zk_server import ZooKeeperNotFound
 from minibroker.runtime.zk_store import ZkError
@@ -57,13 +57,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def configure_zk_login(args: argparse.Namespace) -> None:
-    """The tools' ZooKeeper login: $MINIBROKER_ZK_JAAS, else a secure --dir cluster's."""
+def configure_security(args: argparse.Namespace) -> None:
+    """The tools' ZooKeeper login and gRPC certificate: $MINIBROKER_ZK_JAAS and
+    $MINIBROKER_TLS_CA / $MINIBROKER_TLS_CERT, else a secure --dir cluster's."""
     path = os.environ.get("MINIBROKER_ZK_JAAS")
     if path:
         zk_auth.configure(zk_auth.read_jaas(Path(path), set_acl=True))
     elif hasattr(args, "dir"):
         zk_auth.configure(secure.zookeeper_login(cluster_dir(args)))
+    if not grpc_security.configure_client_from_env() and hasattr(args, "dir"):
+        grpc_security.configure_client(secure.tools_tls(cluster_dir(args)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,10 +76,11 @@ def main(argv: list[str] | None = None) -> int:
         return loadgen.run(argv[1:])
     args = build_parser().parse_args(argv)
     try:
-        configure_zk_login(args)
+        configure_security(args)
         code: int = args.func(args)
     except (
         zk_auth.ZkAuthError,
+        grpc_security.GrpcTlsError,
         ApiError,
         ClusterError,
         ConfigError,

@@ -11,6 +11,7 @@ from minibroker.client.channels import ChannelPool, RpcFailure
 from minibroker.core.errors import ErrorCode
 from minibroker.core.types import TopicPartition
 from minibroker.rpc import broker_pb2, broker_pb2_grpc
+from minibroker.runtime import grpc_security
 from minibroker.runtime.wire import error_from_wire
 
 
@@ -63,7 +64,7 @@ class BrokerDescription:
 
 def describe_broker(address: str, timeout_s: float = 5.0) -> BrokerDescription:
     """Ask the broker at host:port who it is, which ZooKeeper it uses and what it hosts."""
-    with grpc.insecure_channel(address) as channel:
+    with grpc_security.sync_channel(address) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
         try:
             resp = stub.DescribeBroker(broker_pb2.DescribeBrokerRequest(), timeout=timeout_s)

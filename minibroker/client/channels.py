@@ -11,6 +11,7 @@ import grpc
 
 from minibroker.client.errors import ClientError
 from minibroker.rpc import broker_pb2_grpc
+from minibroker.runtime import grpc_security
 from minibroker.runtime.grpc_options import (
     RECONNECT_BACKOFF_MAX_MS,
     RECONNECT_BACKOFF_MS,
@@ -89,7 +90,7 @@ class ChannelPool:
     def _stub(self, address: str) -> Any:
         stub = self._stubs.get(address)
         if stub is None:
-            channel = grpc.aio.insecure_channel(address, options=self._options)
+            channel = grpc_security.aio_channel(address, options=self._options)
             self._channels[address] = channel
             stub = self._stubs[address] = broker_pb2_grpc.BrokerStub(channel)
         return stub

@@ -16,6 +16,7 @@ from minibroker.core.listeners import from_strings, pick
 from minibroker.core.types import TopicPartition
 from minibroker.core.zk_layout import ControllerEndpointZNode
 from minibroker.rpc import control_pb2, control_pb2_grpc
+from minibroker.runtime import grpc_security
 from minibroker.runtime.wire import error_from_wire
 from minibroker.runtime.zk_store import ZkStore
 
@@ -61,7 +62,7 @@ async def _call(store: ZkStore, listener: str, method: str, request: object) -> 
     if address is None:
         raise ControllerUnavailable("no controller is elected (/controller does not exist)")
     try:
-        async with grpc.aio.insecure_channel(address) as channel:
+        async with grpc_security.aio_channel(address) as channel:
             stub = control_pb2_grpc.ControlStub(channel)
             return await getattr(stub, method)(request, timeout=REQUEST_TIMEOUT_S)
     except grpc.aio.AioRpcError as exc:

@@ -17,6 +17,7 @@ from typing import Any
 import grpc
 
 from minibroker.rpc import broker_pb2, broker_pb2_grpc, events_pb2, events_pb2_grpc
+from minibroker.runtime import grpc_security
 from minibroker.runtime.clock import now_ms
 from minibroker.runtime.deadlines import wait_set
 
@@ -54,7 +55,7 @@ async def read_events(
     routine per-request HW moves with `skip_routine`)."""
     request = events_pb2.StreamEventsRequest(since_ms=since_ms, skip_routine=skip_routine)
     try:
-        async with grpc.aio.insecure_channel(source.address) as channel:
+        async with grpc_security.aio_channel(source.address) as channel:
             stub = events_pb2_grpc.EventsStub(channel)
             out = []
             async for record in stub.Stream(request, timeout=timeout_s):
@@ -71,7 +72,7 @@ async def read_events(
 async def metadata_brokers(address: str, timeout_s: float = 5.0) -> list[Source]:
     """The live brokers a broker's Metadata names (endpoints of the listener we connected on)."""
     try:
-        async with grpc.aio.insecure_channel(address) as channel:
+        async with grpc_security.aio_channel(address) as channel:
             stub = broker_pb2_grpc.BrokerStub(channel)
             resp = await stub.Metadata(broker_pb2.MetadataRequest(), timeout=timeout_s)
     except grpc.aio.AioRpcError as exc:
@@ -191,7 +192,7 @@ class Follower:
                 skip_routine=self.skip_routine,
             )
             try:
-                async with grpc.aio.insecure_channel(source.address) as channel:
+                async with grpc_security.aio_channel(source.address) as channel:
                     stub = events_pb2_grpc.EventsStub(channel)
                     call = stub.Stream(request)
                     await call.initial_metadata()

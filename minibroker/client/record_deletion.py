@@ -14,6 +14,7 @@ import grpc
 from minibroker.core.errors import ErrorCode
 from minibroker.core.types import TopicPartition
 from minibroker.rpc import broker_pb2, broker_pb2_grpc
+from minibroker.runtime import grpc_security
 from minibroker.runtime.wire import error_from_wire
 
 HIGH_WATERMARK = -1
@@ -81,7 +82,7 @@ def _ask(
         for tp, offset in sorted(offsets.items()):
             if tp.topic == topic:
                 t.partitions.add(partition_index=tp.partition, offset=offset)
-    with grpc.insecure_channel(address) as channel:
+    with grpc_security.sync_channel(address) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
         try:
             response = stub.DeleteRecords(request, timeout=timeout_ms / 1000 + 5)

@@ -112,8 +112,8 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 def security_protocol_map(value: str, listeners: Iterable[Endpoint]) -> dict[str, str]:
     """`listener.security.protocol.map` for these listeners; every listener needs an entry
-    (as in Kafka). A Kafka listener may use any of Kafka's four protocols; a gRPC listener is
-    PLAINTEXT."""
+    (as in Kafka). A Kafka listener may use any of Kafka's four protocols; a gRPC listener
+    PLAINTEXT or SSL (gRPC over TLS; it has no SASL)."""
     mapping: dict[str, str] = {}
     for part in (p for p in value.split(",") if p.strip()):
         name, sep, protocol = part.strip().partition(":")
@@ -130,10 +130,10 @@ def security_protocol_map(value: str, listeners: Iterable[Endpoint]) -> dict[str
                 f"listener.security.protocol.map has no entry for listener {e.listener!r}"
             )
         protocol = mapping[e.listener]
-        if protocol != "PLAINTEXT" and not speaks_kafka(e.listener):
+        if uses_sasl(protocol) and not speaks_kafka(e.listener):
             raise ListenerError(
-                f"listener {e.listener!r} speaks gRPC: its protocol must be PLAINTEXT "
-                f"(got {protocol}); SSL and SASL are for KAFKA* listeners"
+                f"listener {e.listener!r} speaks gRPC: its protocol must be PLAINTEXT or SSL "
+                f"(got {protocol}); SASL is for KAFKA* listeners"
             )
         out[e.listener] = protocol
     return out

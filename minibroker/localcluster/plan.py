@@ -145,7 +145,7 @@ def plan(
         )
         kafka_tls_port = 0
         if secure:
-            settings.update(secure_mode.node_settings(d))
+            settings.update(secure_mode.node_settings(d, node))
         if secure and node.role == "broker":
             kafka_tls_port = next(free)
             settings.update(

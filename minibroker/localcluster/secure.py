@@ -9,7 +9,11 @@ ZooKeeper: every node logs in with the digest identity in `DIR/security/zookeepe
 `zookeeper.set.acl` is on, so znodes are creator-all plus world-read (credentials: no world
 read); the tools use the same file when given `--dir`.
 
-Not yet secured (issue 28 in progress): the gRPC listeners and the dashboard."""
+gRPC: every node's listener is TLS with client certificates required; a broker takes
+LeaderAndIsr, UpdateMetadata and StopReplica only from a controller's certificate and a
+follower fetch only from that broker's; the tools dial with the admin certificate.
+
+Not yet secured (issue 28 in progress): the dashboard."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from pathlib import Path
 from minibroker import topology
 from minibroker.localcluster.state import ADMIN_CONFIG
 from minibroker.runtime import zk_auth
+from minibroker.runtime.grpc_security import TlsFiles
 from minibroker.runtime.zk_client import ZkClient
 from minibroker.security import user_store
 from minibroker.security.certs import CA_CERT, make_node_cert
@@ -84,12 +89,26 @@ def zookeeper_login(cluster_dir: Path) -> zk_auth.ZkLogin | None:
     return zk_auth.read_jaas(path, set_acl=True) if path.exists() else None
 
 
-def node_settings(cluster_dir: Path) -> dict[str, str]:
-    """What every secure node (broker or controller) adds: its ZooKeeper login and ACLs."""
+def node_settings(cluster_dir: Path, node: topology.Node) -> dict[str, str]:
+    """What every secure node (broker or controller) adds: its ZooKeeper login and ACLs, and
+    its gRPC listener on TLS with client certificates required (mutual TLS between nodes and
+    for tools), with its own certificate."""
+    sec = security_dir(cluster_dir)
     return {
         "zookeeper.set.acl": "true",
-        "minibroker.zookeeper.jaas.file": str(security_dir(cluster_dir) / ZK_JAAS),
+        "minibroker.zookeeper.jaas.file": str(sec / ZK_JAAS),
+        "listener.security.protocol.map": "PLAINTEXT:SSL",
+        "ssl.keystore.location": str(sec / f"{node.name}.pem"),
+        "ssl.truststore.location": str(sec / CA_CERT),
+        "ssl.client.auth": "required",
     }
+
+
+def tools_tls(cluster_dir: Path) -> TlsFiles | None:
+    """The admin certificate the tools dial the cluster's gRPC listeners with."""
+    sec = security_dir(cluster_dir)
+    cert = sec / f"{ADMIN}.pem"
+    return TlsFiles(str(sec / CA_CERT), str(cert)) if cert.exists() else None
 
 
 def broker_settings(
@@ -97,19 +116,13 @@ def broker_settings(
 ) -> dict[str, str]:
     """What a secure broker's deployment settings become: its `listeners` plus KAFKA_SSL on
     `tls_port`, the protocols, its certificate, and the authorizer."""
-    sec = security_dir(cluster_dir)
     out = {
-        "ssl.keystore.location": str(sec / f"{node.name}.pem"),
-        "ssl.truststore.location": str(sec / CA_CERT),
-        "ssl.client.auth": "required",
         "ssl.principal.mapping.rules": PRINCIPAL_RULES,
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": f"User:{ADMIN}",
     }
     out[node.listeners_setting] = f"{listeners},{KAFKA_SSL_LISTENER}://{host}:{tls_port}"
-    out["listener.security.protocol.map"] = (
-        f"PLAINTEXT:PLAINTEXT,KAFKA:SASL_SSL,{KAFKA_SSL_LISTENER}:SSL"
-    )
+    out["listener.security.protocol.map"] = f"PLAINTEXT:SSL,KAFKA:SASL_SSL,{KAFKA_SSL_LISTENER}:SSL"
     return out
 
 

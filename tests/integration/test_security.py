@@ -354,3 +354,59 @@ def test_a_broker_with_set_acl_and_no_zookeeper_login_refuses_to_start(
     assert result.returncode != 0
     assert "zookeeper.set.acl is true, but no ZooKeeper login" in result.stderr
     assert sc.zk.exists("/brokers/ids/99") is None
+
+
+def _grpc_channel(sc: Cluster, broker: str, cert: str | None) -> Any:
+    import grpc
+
+    from minibroker.runtime.grpc_security import TlsFiles
+
+    sec = sc.dir / "security"
+    address = sc.state.process(broker).address
+    if cert is None:  # TLS without a client certificate
+        creds = grpc.ssl_channel_credentials(root_certificates=(sec / "ca.pem").read_bytes())
+    else:
+        creds = TlsFiles(str(sec / "ca.pem"), str(sec / f"{cert}.pem")).channel_credentials()
+    return grpc.secure_channel(address, creds)
+
+
+def test_grpc_control_and_follower_fetches_need_the_right_certificate(sc: Cluster) -> None:
+    """Kafka's CLUSTER_ACTION by certificate: LeaderAndIsr from a broker's certificate and a
+    follower fetch with the admin's (a client) are refused; nothing moves."""
+    import grpc
+
+    from minibroker.rpc import (
+        broker_pb2,
+        broker_pb2_grpc,
+        control_pb2,
+        control_pb2_grpc,
+        errors_pb2,
+    )
+
+    sc.cli("topics", "create", "forged", "--partitions", "1", "--replication-factor", "2",
+           "--wait")  # fmt: skip
+    (row,) = json.loads(sc.cli("topics", "describe", "forged", "--json").stdout)
+    leader = f"broker-{row['leader']}"
+    follower_id = next(r for r in row["replicas"] if r != row["leader"])
+    with _grpc_channel(sc, leader, "admin") as channel:
+        fetch = broker_pb2.FetchRequest(replica_id=follower_id, max_wait_ms=0, min_bytes=0,
+                                        max_bytes=1 << 20)  # fmt: skip
+        t = fetch.topics.add(topic="forged")
+        t.partitions.add(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
+        answer = broker_pb2_grpc.BrokerStub(channel).Fetch(fetch, timeout=DEADLINE_S)
+        (part,) = answer.responses[0].partitions
+        assert part.error_code == errors_pb2.TOPIC_AUTHORIZATION_FAILED and not part.records
+    other = next(f"broker-{r}" for r in row["replicas"] if r != row["leader"])
+    with _grpc_channel(sc, leader, other) as channel:
+        lai = control_pb2.LeaderAndIsrRequest(controller_id=101, controller_epoch=99)
+        ts = lai.topic_states.add(topic_name="forged")
+        ts.partition_states.add(
+            partition_index=0, controller_epoch=99, leader=follower_id, leader_epoch=99,
+            isr=[follower_id], replicas=row["replicas"],
+        )  # fmt: skip
+        refused = control_pb2_grpc.ControlStub(channel).LeaderAndIsr(lai, timeout=DEADLINE_S)
+        assert refused.error_code == errors_pb2.CLUSTER_AUTHORIZATION_FAILED
+    with _grpc_channel(sc, leader, None) as channel, pytest.raises(grpc.RpcError):
+        broker_pb2_grpc.BrokerStub(channel).Fetch(broker_pb2.FetchRequest(), timeout=DEADLINE_S)
+    (after,) = json.loads(sc.cli("topics", "describe", "forged", "--json").stdout)
+    assert (after["leader"], after["leader_epoch"]) == (row["leader"], row["leader_epoch"])

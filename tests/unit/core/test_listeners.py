@@ -104,7 +104,8 @@ def test_security_protocol_map_needs_every_listener_and_plaintext_for_grpc() -> 
     with pytest.raises(ListenerError, match="no entry for listener 'EXTERNAL'"):
         security_protocol_map("INTERNAL:PLAINTEXT", listeners)
     with pytest.raises(ListenerError, match="speaks gRPC"):
-        security_protocol_map("INTERNAL:SSL,EXTERNAL:PLAINTEXT", listeners)
+        security_protocol_map("INTERNAL:SASL_SSL,EXTERNAL:PLAINTEXT", listeners)
+    assert security_protocol_map("INTERNAL:SSL,EXTERNAL:PLAINTEXT", listeners)["INTERNAL"] == "SSL"
     with pytest.raises(ListenerError, match="NAME:PROTOCOL"):
         security_protocol_map("INTERNAL:TLS,EXTERNAL:PLAINTEXT", listeners)
     kafka = parse_listeners("KAFKA://127.0.0.1:0,KAFKA_TLS://127.0.0.1:0,PLAINTEXT://h:1")

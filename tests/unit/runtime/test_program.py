@@ -38,7 +38,7 @@ def test_good_listeners_pass(overrides: tuple[str, ...]) -> None:
         (("listeners=PLAINTEXT://0.0.0.0:9092",), "cannot advertise"),
         (("advertised.listeners=OTHER://h:1",), "is not one of listeners"),
         (("listeners=INTERNAL://127.0.0.1:1",), "no entry for listener 'INTERNAL'"),
-        (("listener.security.protocol.map=PLAINTEXT:SSL",), "speaks gRPC"),
+        (("listener.security.protocol.map=PLAINTEXT:SASL_SSL",), "speaks gRPC"),
         (("inter.broker.listener.name=INTERNAL",), "inter.broker.listener.name"),
     ],
 )
