@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import sys
 from pathlib import Path
@@ -19,11 +20,13 @@ from loadgen.plan import RUNS_DIR, LoadgenError, UsageError, check_report, plan_
 from loadgen.source_options import PROTOCOLS
 from loadgen.workload import DISTRIBUTIONS, WorkloadError
 from minibroker.chaos import DEFAULT_PROJECT
-from minibroker.cli.locate import add_locate_arguments
+from minibroker.cli.locate import add_locate_arguments, cluster_dir
 from minibroker.client.errors import ClientError
 from minibroker.core.errors import ApiError
 from minibroker.core.zk_layout import ZNodeFormatError
 from minibroker.localcluster import ClusterError
+from minibroker.localcluster.secure import configure_tools
+from minibroker.runtime.grpc_security import ENV_CERT
 from minibroker.runtime.zk_store import ZkError
 
 DEFAULT_TOPIC = "loadgen"
@@ -127,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     # kazoo logs every failed connection attempt; the one-line error below says it all.
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+    # A --dir cluster started with --secure: its ZooKeeper login and admin certificate, for
+    # this process and (through the environment) the Spark workers it starts.
+    if getattr(args, "compose", None) is None and not os.environ.get(ENV_CERT):
+        configure_tools(cluster_dir(args))
     # Imported late: it pulls in Spark, which flag errors should not wait for.
     from loadgen.run import execute
 

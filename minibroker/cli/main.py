@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from minibroker.cli import (
     acls,
@@ -60,13 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
 def configure_security(args: argparse.Namespace) -> None:
     """The tools' ZooKeeper login and gRPC certificate: $MINIBROKER_ZK_JAAS and
     $MINIBROKER_TLS_CA / $MINIBROKER_TLS_CERT, else a secure --dir cluster's."""
-    path = os.environ.get("MINIBROKER_ZK_JAAS")
-    if path:
-        zk_auth.configure(zk_auth.read_jaas(Path(path), set_acl=True))
-    elif hasattr(args, "dir"):
-        zk_auth.configure(secure.zookeeper_login(cluster_dir(args)))
-    if not grpc_security.configure_client_from_env() and hasattr(args, "dir"):
-        grpc_security.configure_client(secure.tools_tls(cluster_dir(args)))
+    if os.environ.get(zk_auth.ENV_JAAS) or os.environ.get(grpc_security.ENV_CERT):
+        return  # taken from the environment when first needed
+    if hasattr(args, "dir"):
+        secure.configure_tools(cluster_dir(args))
 
 
 def main(argv: list[str] | None = None) -> int:

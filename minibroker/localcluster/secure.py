@@ -17,13 +17,14 @@ Not yet secured (issue 28 in progress): the dashboard."""
 
 from __future__ import annotations
 
+import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
 from minibroker import topology
 from minibroker.localcluster.state import ADMIN_CONFIG
-from minibroker.runtime import zk_auth
+from minibroker.runtime import grpc_security, zk_auth
 from minibroker.runtime.grpc_security import TlsFiles
 from minibroker.runtime.zk_client import ZkClient
 from minibroker.security import user_store
@@ -102,6 +103,22 @@ def node_settings(cluster_dir: Path, node: topology.Node) -> dict[str, str]:
         "ssl.truststore.location": str(sec / CA_CERT),
         "ssl.client.auth": "required",
     }
+
+
+def configure_tools(cluster_dir: Path) -> bool:
+    """A tool working on a secure --dir cluster: its ZooKeeper login and gRPC certificate (the
+    admin's) for this process, and in the environment for its children (Spark workers).
+    Whether the cluster is secure."""
+    login = zookeeper_login(cluster_dir)
+    tls = tools_tls(cluster_dir)
+    if login is None or tls is None:
+        return False
+    zk_auth.configure(login)
+    grpc_security.configure_client(tls)
+    os.environ[zk_auth.ENV_JAAS] = str(security_dir(cluster_dir) / ZK_JAAS)
+    os.environ[grpc_security.ENV_CA] = tls.ca_file
+    os.environ[grpc_security.ENV_CERT] = tls.keystore
+    return True
 
 
 def tools_tls(cluster_dir: Path) -> TlsFiles | None:

@@ -71,12 +71,22 @@ class TlsFiles:
 
 
 _client: grpc.ChannelCredentials | None = None
+_configured = False
 
 
 def configure_client(files: TlsFiles | None) -> None:
     """Every channel this process opens from now on uses TLS with these files (None: none)."""
-    global _client
+    global _client, _configured
     _client = None if files is None else files.channel_credentials()
+    _configured = True
+
+
+def _credentials() -> grpc.ChannelCredentials | None:
+    """The process's channel credentials; a process nobody configured (a Spark worker)
+    takes $MINIBROKER_TLS_CA and $MINIBROKER_TLS_CERT, once."""
+    if not _configured and not configure_client_from_env():
+        configure_client(None)
+    return _client
 
 
 def configure_client_from_env() -> bool:
@@ -88,20 +98,22 @@ def configure_client_from_env() -> bool:
 
 
 def client_tls() -> bool:
-    return _client is not None
+    return _credentials() is not None
 
 
 def aio_channel(address: str, options: Any = None) -> grpc.aio.Channel:
     """A grpc.aio channel to `address`: TLS when the process is configured for it."""
-    if _client is None:
+    creds = _credentials()
+    if creds is None:
         return grpc.aio.insecure_channel(address, options=options)
-    return grpc.aio.secure_channel(address, _client, options=options)
+    return grpc.aio.secure_channel(address, creds, options=options)
 
 
 def sync_channel(address: str, options: Any = None) -> grpc.Channel:
-    if _client is None:
+    creds = _credentials()
+    if creds is None:
         return grpc.insecure_channel(address, options=options)
-    return grpc.secure_channel(address, _client, options=options)
+    return grpc.secure_channel(address, creds, options=options)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ everyone else can read the cluster's state but write nothing."""
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,8 +64,6 @@ def read_jaas(path: Path, set_acl: bool = False) -> ZkLogin:
 
 def write_jaas(path: Path, username: str, password: str) -> Path:
     """A JAAS file a Kafka broker (Client) and ZooKeeper tools read as well."""
-    import os
-
     body = (
         f"Client {{\n  {DIGEST_LOGIN_MODULE} required\n"
         f'  username="{username}"\n  password="{password}";\n}};\n'
@@ -75,14 +74,22 @@ def write_jaas(path: Path, username: str, password: str) -> Path:
     return path
 
 
+ENV_JAAS = "MINIBROKER_ZK_JAAS"
 _process_login: ZkLogin | None = None
+_configured = False
 
 
 def configure(login: ZkLogin | None) -> None:
     """This process's ZooKeeper login (every ZkClient made afterwards uses it)."""
-    global _process_login
+    global _process_login, _configured
     _process_login = login
+    _configured = True
 
 
 def process_login() -> ZkLogin | None:
+    """The configured login; a process nobody configured (a Spark worker, a tool) takes
+    $MINIBROKER_ZK_JAAS, once (with zookeeper.set.acl: a login means a protected cluster)."""
+    if not _configured:
+        path = os.environ.get(ENV_JAAS)
+        configure(read_jaas(Path(path), set_acl=True) if path else None)
     return _process_login

@@ -410,3 +410,29 @@ def test_grpc_control_and_follower_fetches_need_the_right_certificate(sc: Cluste
         broker_pb2_grpc.BrokerStub(channel).Fetch(broker_pb2.FetchRequest(), timeout=DEADLINE_S)
     (after,) = json.loads(sc.cli("topics", "describe", "forged", "--json").stdout)
     assert (after["leader"], after["leader_epoch"]) == (row["leader"], row["leader_epoch"])
+
+
+def test_the_load_generator_verifies_every_record_on_the_secure_cluster(
+    sc: Cluster, tmp_path: Path
+) -> None:
+    """Spark tasks dial the brokers over mutual TLS with the admin's certificate (inherited
+    from the environment), a partition's leader is SIGKILLed mid-run, and verification finds
+    every acknowledged record. Last in this module: it restarts the broker it killed."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "loadgen", "--rate", "1000", "--duration", "6s",
+         "--master", "local[2]", "--dir", str(sc.dir), "--topic", "lg-secure",
+         "--partitions", "2", "--replication-factor", "2", "--out", str(out),
+         "--fault", "at=2s kill leader:lg-secure-0"],
+        capture_output=True, text=True, timeout=300, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    report = json.loads((out / "report.json").read_text())
+    assert [f["error"] for f in report["faults"]] == [None], report["faults"]
+    v = report["verification"]
+    assert v["ok"] and v["missing"] == 0 and v["acked"] > 0, v
+    for broker in sc.reload().by_role("broker"):
+        sc.cli("cluster", "start", broker.name, check=False)
