@@ -1,6 +1,6 @@
-"""`python -m bench all|raw|load|nats|failover|scale|dashboard|reassign|logs [options]`: `all`
-runs every benchmark and rewrites BENCHMARKS.md; the others run one benchmark and print its
-tables."""
+"""`python -m bench all|raw|load|nats|failover|scale|dashboard|reassign|logs|security ...`:
+`all` runs every benchmark and rewrites BENCHMARKS.md; the others run one benchmark and print
+its tables."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from bench import (
     raw_grpc,
     reassign,
     scale,
+    security,
     suite,
 )
 from bench.common import MissingDependency
@@ -32,6 +33,7 @@ COMMANDS: dict[str, ModuleType] = {
     "dashboard": dashboard,
     "reassign": reassign,
     "logs": logs,
+    "security": security,
 }
 
 

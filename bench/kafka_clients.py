@@ -27,7 +27,9 @@ def kafka_bootstrap(cluster: Cluster) -> str:
     return ",".join(f"{host}:{port}" for host, port in ports)
 
 
-def _producer(cluster: Cluster, acks: int) -> Any:
+def _producer(
+    cluster: Cluster, acks: int, bootstrap: str | None = None, config: dict[str, str] | None = None
+) -> Any:
     try:
         from confluent_kafka import Producer
     except ImportError:
@@ -35,16 +37,29 @@ def _producer(cluster: Cluster, acks: int) -> Any:
             "confluent-kafka is not installed: bash scripts/bootstrap.sh installs it"
         ) from None
     return Producer(
-        {"bootstrap.servers": kafka_bootstrap(cluster), "acks": "all" if acks == -1 else "1"}
+        {
+            "bootstrap.servers": bootstrap or kafka_bootstrap(cluster),
+            "acks": "all" if acks == -1 else "1",
+            **(config or {}),
+        }
     )
 
 
 def confluent_built(
-    cluster: Cluster, acks: int, record_bytes: int, seconds: float, rate_per_s: float | None = None
+    cluster: Cluster,
+    acks: int,
+    record_bytes: int,
+    seconds: float,
+    rate_per_s: float | None = None,
+    *,
+    bootstrap: str | None = None,
+    config: dict[str, str] | None = None,
+    mode: str = MODE,
 ) -> Result:
     """confluent-kafka's Producer fed one record at a time for `seconds`, as fast as it takes
-    them (a full queue is waited out in poll) or at `rate_per_s`, then flushed."""
-    producer = _producer(cluster, acks)
+    them (a full queue is waited out in poll) or at `rate_per_s`, then flushed. `bootstrap`
+    and `config` (security settings) default to the KAFKA listeners in the clear."""
+    producer = _producer(cluster, acks, bootstrap, config)
     value = b"v" * record_bytes
     latencies: list[float] = []
     failed: list[object] = []
@@ -85,7 +100,7 @@ def confluent_built(
     elapsed = time.perf_counter() - started
     if left or failed:
         raise RuntimeError(f"{left + len(failed)} of {sent} records failed: {failed[:3]}")
-    mode = f"{MODE} acks={'all' if acks == -1 else acks}"
+    mode = f"{mode} acks={'all' if acks == -1 else acks}"
     load = "peak" if rate_per_s is None else "half"
     return Result(
         "minibroker", mode, record_bytes, 1, sent, elapsed, *percentiles(latencies), load=load

@@ -18,7 +18,9 @@ import grpc
 
 from minibroker import localcluster
 from minibroker.client import admin_zk
+from minibroker.localcluster.secure import configure_tools, forget_tools
 from minibroker.rpc import broker_pb2, broker_pb2_grpc
+from minibroker.runtime import grpc_security
 from minibroker.runtime.waiting import wait_until
 
 TOPIC = "bench"
@@ -40,7 +42,7 @@ class Cluster:
 
 
 def _metadata(address: str, topic: str) -> Any:
-    with grpc.insecure_channel(address) as channel:
+    with grpc_security.sync_channel(address) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
         return stub.Metadata(broker_pb2.MetadataRequest(topics=[topic]), timeout=5)
 
@@ -64,19 +66,28 @@ def ready_leaders(
 
 @contextmanager
 def running_cluster(
-    partitions: int = 3, replicas: int = 3, profile: str = "kafka", overrides: Sequence[str] = ()
+    partitions: int = 3,
+    replicas: int = 3,
+    profile: str = "kafka",
+    overrides: Sequence[str] = (),
+    secure: bool = False,
 ) -> Iterator[Cluster]:
     """A fresh process-mode cluster (3 brokers, 1 controller) with the topic ready. Kafka's
     timings by default: with the demo profile's 3 s replica lag, a follower starved of CPU by
     the load itself can drop out of the ISR and fail acks=all writes (error 20)."""
     with tempfile.TemporaryDirectory(prefix="bench-minibroker-") as tmp:
         state = localcluster.up(
-            Path(tmp) / "cluster", controllers=1, profile=profile, overrides=overrides
-        )
+            Path(tmp) / "cluster", controllers=1, profile=profile, overrides=overrides,
+            secure=secure,
+        )  # fmt: skip
+        if secure:  # this process dials it with the admin's ZooKeeper login and certificate
+            configure_tools(Path(state.dir))
         try:
             yield add_topic(state, TOPIC, partitions, replicas)
         finally:
             localcluster.down(state)
+            if secure:
+                forget_tools()
 
 
 def add_topic(

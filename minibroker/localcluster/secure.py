@@ -121,6 +121,14 @@ def configure_tools(cluster_dir: Path) -> bool:
     return True
 
 
+def forget_tools() -> None:
+    """Undo configure_tools: the process and its later children dial in the clear again."""
+    zk_auth.configure(None)
+    grpc_security.configure_client(None)
+    for name in (zk_auth.ENV_JAAS, grpc_security.ENV_CA, grpc_security.ENV_CERT):
+        os.environ.pop(name, None)
+
+
 def tools_tls(cluster_dir: Path) -> TlsFiles | None:
     """The admin certificate the tools dial the cluster's gRPC listeners with."""
     sec = security_dir(cluster_dir)
