@@ -162,7 +162,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     if proxy is not None:
         print(f"fault proxy {proxy.address}: {len(state.proxy_links)} links (`cluster links`)")
     for dash in state.by_role(localcluster.DASHBOARD):
-        print(f"dashboard: http://{dash.address}/")
+        print(f"dashboard: {'https' if state.secure else 'http'}://{dash.address}/")
     if state.secure:
         print(f"secure: admin's Kafka client settings in {state.admin_client_config}")
     print(f"state file: {d / localcluster.STATE_FILE}")

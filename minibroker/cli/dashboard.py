@@ -8,15 +8,17 @@ import asyncio
 import errno
 import os
 import signal
+import ssl
 from collections.abc import Callable
 from pathlib import Path
 
 from minibroker import chaos
 from minibroker.cli.locate import add_locate_arguments, default_dir, zk_connect
+from minibroker.dashboard.auth import DashboardAuth
 from minibroker.dashboard.collector import Collector
 from minibroker.dashboard.faults import Faults
 from minibroker.dashboard.web import serve_until_stopped
-from minibroker.localcluster import STATE_FILE, ClusterError
+from minibroker.localcluster import STATE_FILE, ClusterError, secure
 from minibroker.topology import DASHBOARD_PORT
 
 
@@ -47,6 +49,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "find them instead)",
     )
     p.add_argument(
+        "--public-read",
+        action="store_true",
+        help="a secure cluster's dashboard: let anyone view it without logging in (the fault "
+        "buttons still need the super user's login)",
+    )
+    p.add_argument(
         "--check", action="store_true", help="check the arguments, say what it would do, exit"
     )
     p.set_defaults(func=cmd_dashboard)
@@ -73,11 +81,14 @@ def locate(args: argparse.Namespace) -> tuple[str, Callable[[], chaos.ChaosBacke
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
     zk, backend, acts_on = locate(args)
+    d = args.dir or (default_dir() if backend is not None and args.compose is None else None)
+    secured = None if d is None else secure.dashboard_security(d, zk, args.public_read)
+    scheme = "https" if secured else "http"
     if args.check:
-        print(f"would serve http://{args.host}:{args.port}/ (ZooKeeper {zk}; fault buttons: "
-              f"{acts_on})")  # fmt: skip
+        print(f"would serve {scheme}://{args.host}:{args.port}/ (ZooKeeper {zk}; fault "
+              f"buttons: {acts_on})")  # fmt: skip
         return 0
-    return asyncio.run(_run(zk, backend, acts_on, args.host, args.port, args.faults_hint))
+    return asyncio.run(_run(zk, backend, acts_on, args.host, args.port, args.faults_hint, secured))
 
 
 async def _run(
@@ -87,14 +98,17 @@ async def _run(
     host: str,
     port: int,
     faults_hint: str = "",
+    secured: tuple[DashboardAuth, ssl.SSLContext] | None = None,
 ) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     collector = Collector(zk)
+    auth, context = secured if secured else (None, None)
+    faults = Faults(zk, backend, faults_hint)
     server = asyncio.ensure_future(
-        serve_until_stopped(collector, Faults(zk, backend, faults_hint), host, port, stop)
+        serve_until_stopped(collector, faults, host, port, stop, auth, context)
     )
     await asyncio.sleep(0.2)
     if server.done():
@@ -107,7 +121,10 @@ async def _run(
                 ) from None
             raise ClusterError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
     shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
-    print(f"dashboard on http://{shown}:{port}/ (ZooKeeper {zk}; fault buttons: {acts_on})")
+    scheme = "https" if secured else "http"
+    login = " (log in: a SCRAM user; faults: admin)" if secured else ""
+    print(f"dashboard on {scheme}://{shown}:{port}/{login} (ZooKeeper {zk}; fault buttons: "
+          f"{acts_on})")  # fmt: skip
     print("Ctrl-C stops it", flush=True)
     await server
     return 0

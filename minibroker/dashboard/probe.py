@@ -39,7 +39,7 @@ new MutationObserver((mutations) => {
 DRAIN_JS = "const s = window.__seen || []; window.__seen = []; return s;"
 
 
-def headless_chromium() -> Any:
+def headless_chromium(accept_insecure_certs: bool = False) -> Any:
     """A selenium driver of headless chromium, with the browser's console kept (for
     `console_errors`). ImportError without selenium; WebDriverException without chromium.
 
@@ -55,6 +55,9 @@ def headless_chromium() -> Any:
                 "--window-size=1600,1000", "--disable-background-networking"):  # fmt: skip
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    # A secure cluster's dashboard has a certificate of the cluster's own CA, which this
+    # browser profile does not know (the tests check the chain separately).
+    options.set_capability("acceptInsecureCerts", accept_insecure_certs)
     scratch = tempfile.mkdtemp(prefix="minibroker-chromium-")
     try:
         driver = webdriver.Chrome(

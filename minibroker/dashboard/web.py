@@ -4,6 +4,8 @@ Server-Sent Events, each partition's LEO/HW history, and the fault buttons' endp
 Faults change the cluster, so `POST /api/fault` needs the token the page read from
 `/api/session` (a same-origin read: another site's page can neither read it nor send the
 header without a CORS preflight, which is never granted) and refuses a foreign Origin.
+A secure cluster's dashboard (`auth.py`) is served over TLS and needs a login: the token is
+then the session's CSRF token, and only a super user's session may run a fault.
 """
 
 from __future__ import annotations
@@ -11,11 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import ssl
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
+from minibroker.dashboard.auth import SESSION_COOKIE, DashboardAuth, DashboardSession
 from minibroker.dashboard.collector import Collector, sse
 from minibroker.dashboard.faults import ACTIONS, Faults
 from minibroker.runtime.clock import now_ms
@@ -29,6 +34,8 @@ COLLECTOR: web.AppKey[Collector] = web.AppKey("collector", Collector)
 FAULTS: web.AppKey[Faults] = web.AppKey("faults", Faults)
 TOKEN: web.AppKey[str] = web.AppKey("token", str)
 HOSTS: web.AppKey[frozenset[str] | None] = web.AppKey("hosts", object)  # type: ignore[arg-type]
+AUTH: web.AppKey[DashboardAuth | None] = web.AppKey("auth", object)  # type: ignore[arg-type]
+OPEN_PATHS = ("/login",)
 
 
 def allowed_hosts(listen_host: str) -> frozenset[str] | None:
@@ -49,11 +56,32 @@ def _host_allowed(request: web.Request) -> bool:
     return host in allowed
 
 
+@web.middleware
+async def require_login(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """With a login: every page and API needs a session (GETs not, with --public-read)."""
+    auth = request.app[AUTH]
+    if auth is None or request.path in OPEN_PATHS or request.path.startswith("/static/"):
+        return await handler(request)
+    session = auth.session_of(request.cookies.get(SESSION_COOKIE))
+    if session is None and not (auth.public_read and request.method == "GET"):
+        if request.path == "/":
+            raise web.HTTPSeeOther("/login")
+        return _refused(401, "log in first (/login)")
+    request["session"] = session
+    return await handler(request)
+
+
 def make_app(
-    collector: Collector, faults: Faults, hosts: frozenset[str] | None = None
+    collector: Collector,
+    faults: Faults,
+    hosts: frozenset[str] | None = None,
+    auth: DashboardAuth | None = None,
 ) -> web.Application:
-    app = web.Application()
+    app = web.Application(middlewares=[require_login])
     app[HOSTS] = hosts
+    app[AUTH] = auth
     app[COLLECTOR] = collector
     app[FAULTS] = faults
     app[TOKEN] = secrets.token_urlsafe(24)
@@ -64,6 +92,9 @@ def make_app(
     app.router.add_get("/api/history", history)
     app.router.add_get("/api/stream", stream)
     app.router.add_post("/api/fault", fault)
+    app.router.add_get("/login", login_page)
+    app.router.add_post("/login", login)
+    app.router.add_post("/logout", logout)
     app.router.add_static("/static/", STATIC, append_version=True)
     return app
 
@@ -76,9 +107,13 @@ async def session(request: web.Request) -> web.Response:
     if not _host_allowed(request):
         return _refused(403, f"not the dashboard's own address: {request.host}")
     faults = request.app[FAULTS]
+    auth, current = request.app[AUTH], _session(request)
+    token = request.app[TOKEN] if auth is None else (current.csrf if current else "")
     return web.json_response(
         {
-            "token": request.app[TOKEN],
+            "token": token,
+            "user": current.user if current else None,
+            "may_act": auth is None or auth.may_act(current),
             "faults": faults.mode,
             "faults_hint": faults.hint,
             "actions": list(ACTIONS),
@@ -148,7 +183,11 @@ async def fault(request: web.Request) -> web.Response:
         return _refused(
             403, f"faults are accepted only from the dashboard's own page, not {origin}"
         )
-    if not secrets.compare_digest(request.headers.get(TOKEN_HEADER, ""), request.app[TOKEN]):
+    auth, current = request.app[AUTH], _session(request)
+    if auth is not None and not auth.may_act(current):
+        return _refused(403, "faults need a super user's login")
+    expected = request.app[TOKEN] if current is None else current.csrf
+    if not secrets.compare_digest(request.headers.get(TOKEN_HEADER, ""), expected):
         return _refused(403, "missing or wrong token: reload the dashboard page")
     try:
         body = await request.json()
@@ -161,25 +200,73 @@ async def fault(request: web.Request) -> web.Response:
     )
 
 
+def _session(request: web.Request) -> DashboardSession | None:
+    got = request.get("session")
+    return got if isinstance(got, DashboardSession) else None
+
+
+async def login_page(_request: web.Request) -> web.FileResponse:
+    return web.FileResponse(STATIC / "login.html", headers={"Cache-Control": "no-cache"})
+
+
+async def login(request: web.Request) -> web.Response:
+    auth = request.app[AUTH]
+    if auth is None:
+        raise web.HTTPSeeOther("/")
+    form = await request.post()
+    got = await auth.login(str(form.get("username", "")), str(form.get("password", "")))
+    if got is None:
+        raise web.HTTPSeeOther("/login?failed=1")
+    sid, _session = got
+    response = web.HTTPSeeOther("/")
+    response.set_cookie(
+        SESSION_COOKIE, sid, httponly=True, secure=True, samesite="Strict", path="/"
+    )
+    raise response
+
+
+async def logout(request: web.Request) -> web.Response:
+    auth = request.app[AUTH]
+    if auth is not None:
+        auth.logout(request.cookies.get(SESSION_COOKIE))
+    response = web.HTTPSeeOther("/login")
+    response.del_cookie(SESSION_COOKIE, path="/")
+    raise response
+
+
 def _refused(status: int, message: str) -> web.Response:
     return web.json_response({"ok": False, "message": message}, status=status)
 
 
-async def serve(collector: Collector, faults: Faults, host: str, port: int) -> web.AppRunner:
+async def serve(
+    collector: Collector,
+    faults: Faults,
+    host: str,
+    port: int,
+    auth: DashboardAuth | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+) -> web.AppRunner:
     """Start the collector and listen on host:port; the runner to clean up with."""
     await collector.start()
-    runner = web.AppRunner(make_app(collector, faults, allowed_hosts(host)), access_log=None)
+    app = make_app(collector, faults, allowed_hosts(host), auth)
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
     await site.start()
     return runner
 
 
 async def serve_until_stopped(
-    collector: Collector, faults: Faults, host: str, port: int, stop: asyncio.Event
+    collector: Collector,
+    faults: Faults,
+    host: str,
+    port: int,
+    stop: asyncio.Event,
+    auth: DashboardAuth | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> None:
     """Serve until `stop` is set, then close the page streams and the collector."""
-    runner = await serve(collector, faults, host, port)
+    runner = await serve(collector, faults, host, port, auth, ssl_context)
     try:
         await stop.wait()
     finally:

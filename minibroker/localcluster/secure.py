@@ -13,16 +13,19 @@ gRPC: every node's listener is TLS with client certificates required; a broker t
 LeaderAndIsr, UpdateMetadata and StopReplica only from a controller's certificate and a
 follower fetch only from that broker's; the tools dial with the admin certificate.
 
-Not yet secured (issue 28 in progress): the dashboard."""
+The dashboard (`cluster up --dashboard`, `minibroker dashboard --dir`) is served over TLS with
+its own certificate and needs a login (dashboard/auth.py)."""
 
 from __future__ import annotations
 
 import os
 import secrets
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
 from minibroker import topology
+from minibroker.dashboard.auth import DashboardAuth
 from minibroker.localcluster.state import ADMIN_CONFIG
 from minibroker.runtime import grpc_security, zk_auth
 from minibroker.runtime.grpc_security import TlsFiles
@@ -30,6 +33,7 @@ from minibroker.runtime.zk_client import ZkClient
 from minibroker.security import user_store
 from minibroker.security.certs import CA_CERT, make_node_cert
 from minibroker.security.client_config import ClientSecurity, write_properties
+from minibroker.security.tls import server_context
 
 SECURITY_DIR = "security"
 ADMIN = "admin"
@@ -39,6 +43,7 @@ KAFKA_SSL_LISTENER = "KAFKA_SSL"
 PRINCIPAL_RULES = r"RULE:^CN=([^,]*),OU=[^,]*,O=minibroker$/$1/,DEFAULT"
 HOSTS = ("localhost", "127.0.0.1")
 ZK_JAAS = "zookeeper.jaas"
+DASHBOARD = "dashboard"
 ZK_USER = "kafka"  # one ZooKeeper identity for every node: creator-all ACLs must match
 
 
@@ -70,6 +75,7 @@ def prepare(cluster_dir: Path, nodes: list[topology.Node]) -> SecureCluster:
     for node in nodes:
         make_node_cert(sec, node.name, node.role, HOSTS)
     admin_cert = make_node_cert(sec, ADMIN, "client", HOSTS)
+    make_node_cert(sec, DASHBOARD, DASHBOARD, HOSTS)
     cluster = SecureCluster(cluster_dir, secrets.token_urlsafe(18))
     zk_auth.write_jaas(sec / ZK_JAAS, ZK_USER, secrets.token_urlsafe(18))
     ca = str(cluster.ca_file)
@@ -119,6 +125,27 @@ def configure_tools(cluster_dir: Path) -> bool:
     os.environ[grpc_security.ENV_CA] = tls.ca_file
     os.environ[grpc_security.ENV_CERT] = tls.keystore
     return True
+
+
+def dashboard_security(
+    cluster_dir: Path, zk_connect: str, public_read: bool
+) -> tuple[DashboardAuth, ssl.SSLContext] | None:
+    """A secure cluster's dashboard: its login (SCRAM users; faults for the super user) and
+    its TLS context (its own certificate). None: not a secure cluster."""
+    cert = security_dir(cluster_dir) / f"{DASHBOARD}.pem"
+    if not cert.exists():
+        return None
+
+    def check_password(user: str, password: str) -> bool:
+        zk = ZkClient(zk_connect, session_timeout_ms=10000, login=zookeeper_login(cluster_dir))
+        zk.start()
+        try:
+            return user_store.check_password(zk, user, password)
+        finally:
+            zk.stop()
+
+    auth = DashboardAuth(check_password, frozenset({f"User:{ADMIN}"}), public_read)
+    return auth, server_context(str(cert), "", "none")
 
 
 def forget_tools() -> None:

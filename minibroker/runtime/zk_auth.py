@@ -16,10 +16,9 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from kazoo.security import CREATOR_ALL_ACL, READ_ACL_UNSAFE
-
+CREATOR_ALL = "creator_all"  # ZooDefs.Ids.CREATOR_ALL_ACL
+READ_UNSAFE = "read_unsafe"  # ZooDefs.Ids.READ_ACL_UNSAFE
 SENSITIVE_ROOT_PATHS = ("/config/users", "/config/brokers", "/delegation_token/tokens")
 DIGEST_LOGIN_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
 
@@ -38,13 +37,15 @@ class ZkLogin:
     def auth_data(self) -> list[tuple[str, str]]:
         return [("digest", f"{self.username}:{self.password}")]
 
-    def acl_for(self, path: str) -> list[Any] | None:
-        """The ACL a new znode at `path` gets (None: ZooKeeper's open default)."""
+    def acl_for(self, path: str) -> tuple[str, ...] | None:
+        """The ACL a new znode at `path` gets, as ZooKeeper's named ACLs (zk_client turns them
+        into kazoo's): CREATOR_ALL, plus READ_UNSAFE (world-read) where not sensitive. None:
+        ZooKeeper's open default."""
         if not self.set_acl:
             return None
         if any(path == p or path.startswith(p + "/") for p in SENSITIVE_ROOT_PATHS):
-            return list(CREATOR_ALL_ACL)
-        return [*CREATOR_ALL_ACL, *READ_ACL_UNSAFE]
+            return (CREATOR_ALL,)
+        return (CREATOR_ALL, READ_UNSAFE)
 
 
 def read_jaas(path: Path, set_acl: bool = False) -> ZkLogin:

@@ -18,7 +18,9 @@ from kazoo import exceptions as kz_exc
 from kazoo.client import KazooClient, KazooState
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
+from kazoo.security import CREATOR_ALL_ACL, READ_ACL_UNSAFE
 
+from minibroker.runtime import zk_auth
 from minibroker.runtime.zk_auth import ZkLogin, process_login
 from minibroker.runtime.zk_errors import (
     Node,
@@ -63,7 +65,7 @@ class ZkClient:
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
             logger=logging.getLogger("kazoo.client"),
             auth_data=self.login.auth_data if self.login else None,
-            default_acl=self.login.acl_for("/") if self.login else None,
+            default_acl=self.acl_for("/"),
         )
         self._pipelined_watches: dict[str, Callable[[], None]] = {}
 
@@ -203,7 +205,11 @@ class ZkClient:
 
     def acl_for(self, path: str) -> list[Any] | None:
         """The ACL a znode created at `path` gets (zookeeper.set.acl; None: the default)."""
-        return self.login.acl_for(path) if self.login else None
+        names = self.login.acl_for(path) if self.login else None
+        if names is None:
+            return None
+        kazoo_acls = {zk_auth.CREATOR_ALL: CREATOR_ALL_ACL, zk_auth.READ_UNSAFE: READ_ACL_UNSAFE}
+        return [acl for name in names for acl in kazoo_acls[name]]
 
     def ensure_paths(self, paths: Iterable[str]) -> None:
         """Each path and its parents, every one with its own ACL (a sensitive parent stays

@@ -12,6 +12,7 @@ from minibroker.core.security.scram import (
     DEFAULT_ITERATIONS,
     ScramMechanism,
     make_credential,
+    password_matches,
 )
 from minibroker.core.zk_layout import (
     ConfigEntityChangeNotificationSequenceZNode,
@@ -87,6 +88,14 @@ def delete_user(zk: ZkClient, user: str) -> bool:
         return False
     _write_config(zk, user, {k: v for k, v in config.items() if k not in names})
     return True
+
+
+def check_password(zk: ZkClient, user: str, password: str) -> bool:
+    """Whether `password` is the user's (it derives one of its SCRAM credentials)."""
+    if valid_user_name(user):
+        return False
+    creds = UserScramCredentialsZNode.credentials(_read_config(zk, user))
+    return any(password_matches(m, c, password) for m, c in creds.items())
 
 
 def list_users(zk: ZkClient) -> dict[str, tuple[str, ...]]:

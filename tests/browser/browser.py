@@ -18,7 +18,7 @@ from minibroker.dashboard import probe
 from minibroker.runtime.waiting import wait_until
 
 
-def browser_or_skip() -> Any:
+def browser_or_skip(accept_insecure_certs: bool = False) -> Any:
     """A headless chromium; without one the tests skip, unless CI=true (then they fail)."""
     missing = [p for p in (probe.CHROMIUM, probe.CHROMEDRIVER) if not shutil.which(p)]
     if missing:
@@ -26,7 +26,7 @@ def browser_or_skip() -> Any:
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(f"CI=true and {reason}")
         pytest.skip(reason)
-    return probe.headless_chromium()
+    return probe.headless_chromium(accept_insecure_certs)
 
 
 console_errors = probe.console_errors
