@@ -64,6 +64,9 @@ ENVIRONMENT: Mapping[str, str] = {
     "MINIBROKER_BOOTSTRAP": "brokers for client commands and the load generator",
     "MINIBROKER_LISTENER": "the listener clients pick from registrations found in ZooKeeper",
     "SPARK_LOCAL_IP": "the address the load generator's Spark driver binds (loadgen/spark.py)",
+    "MINIBROKER_ZK_JAAS": "a JAAS file whose Client section is the tools' ZooKeeper login",
+    "MINIBROKER_TLS_CA": "the CA certificate tools trust on the brokers' gRPC TLS listeners",
+    "MINIBROKER_TLS_CERT": "a PEM (key and certificate) tools dial gRPC TLS listeners with",
 }
 
 # Settings that say where a node listens, what it advertises and where it stores data. Every
