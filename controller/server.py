@@ -153,6 +153,7 @@ def controller_tls(settings: Settings, listeners: Sequence[Endpoint]) -> dict[st
             settings.get_str("listener.security.protocol.map"), listeners
         )
         if not any(p == "SSL" for p in protocols.values()):
+            grpc_security.configure_client(None)  # never a tools' environment it inherited
             return {}
         files = grpc_security.TlsFiles(
             settings.get_str("ssl.truststore.location"), settings.get_str("ssl.keystore.location")

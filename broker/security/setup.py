@@ -76,6 +76,8 @@ class BrokerSecurity:
         # opens (fetchers, controlled shutdown) dials TLS with its certificate.
         self.grpc_tls: TlsFiles | None = None
         self.grpc_client_auth = settings.get_str("ssl.client.auth") == "required"
+        # Explicitly, so that a tools' environment a broker inherits is never taken.
+        grpc_security.configure_client(None)
         if any(p == "SSL" and not speaks_kafka(n) for n, p in protocols.items()):
             self.grpc_tls = TlsFiles(
                 settings.get_str("ssl.truststore.location"),

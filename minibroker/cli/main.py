@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
 def configure_security(args: argparse.Namespace) -> None:
     """The tools' ZooKeeper login and gRPC certificate: $MINIBROKER_ZK_JAAS and
     $MINIBROKER_TLS_CA / $MINIBROKER_TLS_CERT, else a secure --dir cluster's."""
+    if getattr(args, "cluster_command", None) == "up":
+        return  # the cluster is made afresh: nothing of an earlier one in this dir applies
     if os.environ.get(zk_auth.ENV_JAAS) or os.environ.get(grpc_security.ENV_CERT):
         return  # taken from the environment when first needed
     if hasattr(args, "dir"):
