@@ -15,7 +15,13 @@ from broker.delete_records import MAX_TIMEOUT_MS as MAX_DELETE_RECORDS_TIMEOUT_M
 from broker.delete_records import DeleteRecordsResult
 from broker.fetch.handling import MAX_WAIT_MS, FetchCall, handle_fetch
 from broker.fetch.session_cache import FINAL_EPOCH
-from broker.partition_table import HostedPartition
+from broker.grpc_answers import (
+    fetch_failed,
+    fetch_refusal,
+    produce_response,
+    produce_tps,
+    replica_description,
+)
 from broker.replica_manager import ReplicaManager
 from broker.request_handling import guarded, opt_field
 from broker.security.authorizer import BrokerAuthorizer
@@ -31,6 +37,9 @@ from minibroker.rpc import broker_pb2, broker_pb2_grpc
 from minibroker.runtime.wire import error_to_wire
 
 DEBUG_REPLICA_ID = -2
+
+
+DENIED = error_to_wire(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 
 class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
@@ -49,7 +58,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
 
     async def Produce(self, request: Any, context: Any) -> broker_pb2.ProduceResponse:  # noqa: N802
         def failed(code: ErrorCode) -> broker_pb2.ProduceResponse:
-            return _produce_response({tp: (code, -1, -1, "") for tp in _produce_tps(request)})
+            return produce_response({tp: (code, -1, -1, "") for tp in produce_tps(request)})
 
         return await guarded(self.rm, "Produce", self._produce(request, context), failed)
 
@@ -73,19 +82,19 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
                     for tp, r in results.items()
                 }
             )
-        return _produce_response(out)
+        return produce_response(out)
 
     # ---- Fetch -----------------------------------------------------------------------------
 
     async def Fetch(self, request: Any, context: Any) -> broker_pb2.FetchResponse:  # noqa: N802
-        return await guarded(self.rm, "Fetch", self._fetch(request, context), _fetch_failed)
+        return await guarded(self.rm, "Fetch", self._fetch(request, context), fetch_failed)
 
     async def FetchStream(  # noqa: N802
         self, requests: AsyncIterator[Any], context: Any
     ) -> AsyncIterator[broker_pb2.FetchResponse]:
         """Fetch, one answer per request on a follower's long-lived stream."""
         async for request in requests:
-            yield await guarded(self.rm, "Fetch", self._fetch(request, context), _fetch_failed)
+            yield await guarded(self.rm, "Fetch", self._fetch(request, context), fetch_failed)
 
     def _fetch_refused(self, request: Any, context: Any) -> set[str]:
         """The topics of this fetch the caller may not read: every one for a follower fetch
@@ -100,7 +109,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
     async def _fetch(self, request: Any, context: Any) -> broker_pb2.FetchResponse:
         refused = self._fetch_refused(request, context)
         if refused == {t.topic for t in request.topics} and refused:
-            return _fetch_refusal(request, refused)
+            return fetch_refusal(request, refused)
         parts = []
         for t in request.topics:
             if t.topic in refused:
@@ -149,7 +158,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
                 records=r.records,
             )
         if refused:
-            for topic in _fetch_refusal(request, refused).responses:
+            for topic in fetch_refusal(request, refused).responses:
                 if topic.topic in refused:
                     response.responses.append(topic)
         return response
@@ -160,9 +169,18 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
         async def handle() -> broker_pb2.ListOffsetsResponse:
             replica_id = opt_field(request, "replica_id", CONSUMER_REPLICA_ID)
             response = broker_pb2.ListOffsetsResponse()
+            described = self.peers.topics_allowed(
+                context, AclOperation.DESCRIBE, {t.name for t in request.topics}
+            )
             for t in request.topics:
                 out = response.topics.add(name=t.name)
                 for p in t.partitions:
+                    if t.name not in described:
+                        out.partitions.add(
+                            partition_index=p.partition_index, error_code=DENIED,
+                            timestamp=-1, offset=-1, leader_epoch=-1,
+                        )  # fmt: skip
+                        continue
                     r = offset_reads.list_offset(
                         self.rm.partitions,
                         TopicPartition(t.name, p.partition_index),
@@ -189,9 +207,16 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
     ) -> broker_pb2.OffsetsForLeaderEpochResponse:
         async def handle() -> broker_pb2.OffsetsForLeaderEpochResponse:
             response = broker_pb2.OffsetsForLeaderEpochResponse()
+            described = self.peers.topics_allowed(
+                context, AclOperation.DESCRIBE, {t.topic for t in request.topics}
+            )
             for t in request.topics:
                 out = response.topics.add(topic=t.topic)
                 for p in t.partitions:
+                    if t.topic not in described:
+                        out.partitions.add(error_code=DENIED, partition=p.partition,
+                                           leader_epoch=-1, end_offset=-1)  # fmt: skip
+                        continue
                     r = offset_reads.last_offset_for_leader_epoch(
                         self.rm.partitions,
                         TopicPartition(t.topic, p.partition),
@@ -257,10 +282,25 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
                 ep = b.endpoint_for(self.listener)
                 if ep is not None:
                     response.brokers.add(node_id=b.broker_id, host=ep.host, port=ep.port)
-            created = await auto_create.maybe_create(
-                self.rm, request.topics, bool(request.allow_auto_topic_creation)
+            named = list(request.topics)
+            wanted = named or cache.topics()
+            # DESCRIBE on each topic: a listing leaves the others out, a named one is refused;
+            # creating a missing one needs CREATE (KafkaApis.handleTopicMetadataRequest).
+            described = self.peers.topics_allowed(
+                context, AclOperation.DESCRIBE, set(wanted), log=bool(named)
             )
-            for topic in list(request.topics) or cache.topics():
+            absent = {n for n in named if n in described and not cache.partitions_of(n)}
+            creatable = absent
+            if absent and not self.peers.may_cluster(context, AclOperation.CREATE):
+                creatable = self.peers.topics_allowed(context, AclOperation.CREATE, absent)
+            created = await auto_create.maybe_create(
+                self.rm, sorted(creatable), bool(request.allow_auto_topic_creation)
+            )
+            for topic in wanted:
+                if topic not in described or topic in absent - creatable:
+                    if named:
+                        response.topics.add(name=topic, error_code=DENIED)
+                    continue
                 partitions = cache.partitions_of(topic)
                 t = response.topics.add(name=topic)
                 if not partitions:
@@ -291,6 +331,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
     async def DescribeBroker(self, request: Any, context: Any) -> broker_pb2.DescribeBrokerResponse:  # noqa: N802
         async def handle() -> broker_pb2.DescribeBrokerResponse:
             rm = self.rm
+            if not self.peers.may_cluster(context, AclOperation.DESCRIBE):
+                return broker_pb2.DescribeBrokerResponse(
+                    error_code=error_to_wire(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                )
             now_ms = rm.now_ms()
             return broker_pb2.DescribeBrokerResponse(
                 error_code=error_to_wire(ErrorCode.NONE),
@@ -314,81 +358,3 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
             return broker_pb2.DescribeBrokerResponse(error_code=error_to_wire(code))
 
         return await guarded(self.rm, "DescribeBroker", handle(), failed)
-
-
-def replica_description(
-    tp: TopicPartition, hosted: HostedPartition, now_ms: int
-) -> broker_pb2.ReplicaDescription:
-    """This broker's view of one hosted partition, for `minibroker topics describe`."""
-    p, log = hosted.partition, hosted.log
-    # A follower keeps RemoteReplica entries too, but only the leader's are fed by fetches.
-    remotes = sorted(p.remote.values(), key=lambda r: r.broker_id) if p.is_leader else []
-    return broker_pb2.ReplicaDescription(
-        topic=tp.topic,
-        partition=tp.partition,
-        is_leader=p.is_leader,
-        leader=p.leader_id if p.leader_id is not None else NO_LEADER,
-        leader_epoch=p.leader_epoch,
-        log_start_offset=log.log_start_offset,
-        log_end_offset=log.log_end_offset,
-        high_watermark=p.high_watermark,
-        isr=sorted(p.isr),
-        remote_replicas=[
-            broker_pb2.RemoteReplicaDescription(
-                broker_id=r.broker_id,
-                log_end_offset=r.log_end_offset,
-                # Kafka's 0 means "not since this broker became leader": said as -1.
-                last_caught_up_ms_ago=(
-                    max(0, now_ms - r.last_caught_up_time_ms) if r.last_caught_up_time_ms else -1
-                ),
-                log_start_offset=r.log_start_offset,
-            )
-            for r in remotes
-        ],
-    )
-
-
-def _produce_tps(request: Any) -> list[TopicPartition]:
-    return [TopicPartition(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-
-
-def _produce_response(
-    results: dict[TopicPartition, tuple[ErrorCode, int, int, str]],
-) -> broker_pb2.ProduceResponse:
-    response = broker_pb2.ProduceResponse()
-    by_topic: dict[str, Any] = {}
-    for tp, (error, base_offset, log_start, message) in results.items():
-        topic = by_topic.get(tp.topic)
-        if topic is None:
-            topic = by_topic[tp.topic] = response.responses.add(name=tp.topic)
-        topic.partitions.add(
-            partition_index=tp.partition,
-            error_code=error_to_wire(error),
-            base_offset=base_offset,
-            log_append_time_ms=-1,
-            log_start_offset=log_start,
-            error_message=message,
-        )
-    return response
-
-
-def _fetch_refusal(request: Any, refused: set[str]) -> broker_pb2.FetchResponse:
-    """The whole fetch refused, partition by partition (nothing read: a session is untouched;
-    the caller sees which topics it may not read)."""
-    response = broker_pb2.FetchResponse(session_id=int(request.session_id))
-    for t in request.topics:
-        topic = response.responses.add(topic=t.topic)
-        for p in t.partitions:
-            topic.partitions.add(
-                partition_index=p.partition,
-                error_code=error_to_wire(
-                    ErrorCode.TOPIC_AUTHORIZATION_FAILED if t.topic in refused else ErrorCode.NONE
-                ),
-                high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
-                preferred_read_replica=-1,
-            )  # fmt: skip
-    return response
-
-
-def _fetch_failed(code: ErrorCode) -> broker_pb2.FetchResponse:
-    return broker_pb2.FetchResponse(error_code=error_to_wire(code))

@@ -26,8 +26,9 @@ from minibroker.core.errors import ApiError
 from minibroker.core.zk_layout import ZNodeFormatError
 from minibroker.localcluster import ClusterError
 from minibroker.localcluster.secure import configure_tools
-from minibroker.runtime.grpc_security import ENV_CERT
+from minibroker.runtime.grpc_security import ENV_CA, ENV_CERT, TlsFiles, configure_client
 from minibroker.runtime.zk_store import ZkError
+from minibroker.security.client_config import read_properties
 
 DEFAULT_TOPIC = "loadgen"
 
@@ -134,6 +135,11 @@ def main(argv: list[str] | None = None) -> int:
     # this process and (through the environment) the Spark workers it starts.
     if getattr(args, "compose", None) is None and not os.environ.get(ENV_CERT):
         configure_tools(cluster_dir(args))
+    if args.command_config is not None:  # a client certificate, as Kafka's tools take one
+        client = read_properties(args.command_config)
+        if client.keystore and client.ca_file:
+            os.environ[ENV_CA], os.environ[ENV_CERT] = client.ca_file, client.keystore
+            configure_client(TlsFiles(client.ca_file, client.keystore))
     # Imported late: it pulls in Spark, which flag errors should not wait for.
     from loadgen.run import execute
 

@@ -53,13 +53,28 @@ class GrpcPeerCheck:
         )
         return ok or self._denied(context, f"Cluster:Fetch as replica {replica_id}")
 
+    def node(self, context: Any) -> bool:
+        """Whether the caller is one of the cluster's own nodes (a broker's or a controller's
+        certificate): what Kafka's CLUSTER_ACTION stands for."""
+        peer = peer_identity(context) if self.enforced else None
+        return peer is not None and peer.role in ("broker", "controller")
+
+    def may_cluster(self, context: Any, operation: AclOperation) -> bool:
+        """A cluster-wide request: a node, or a principal with `operation` on the Cluster."""
+        if not self.enforced or self.node(context):
+            return True
+        return self.authorizer.cluster(self.session(context), operation)
+
     def session(self, context: Any) -> Session:
         peer = peer_identity(context) if self.enforced else None
         return Session(peer.principal if peer else ANONYMOUS, "")
 
-    def topics_allowed(self, context: Any, operation: AclOperation, topics: set[str]) -> set[str]:
-        if not self.enforced:
+    def topics_allowed(
+        self, context: Any, operation: AclOperation, topics: set[str], *, log: bool = True
+    ) -> set[str]:
+        """The topics the caller may do `operation` on (the nodes may describe every one)."""
+        if not self.enforced or (operation is AclOperation.DESCRIBE and self.node(context)):
             return topics
         return self.authorizer.allowed_names(
-            self.session(context), operation, ResourceType.TOPIC, topics
+            self.session(context), operation, ResourceType.TOPIC, topics, log_denied=log
         )

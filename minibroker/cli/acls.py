@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from minibroker.cli import acls_kafka
 from minibroker.cli.locate import add_locate_arguments, zk_connect
@@ -56,12 +55,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         a.add_argument(
             "--bootstrap-server",
             help="go through this broker's Kafka listener instead of ZooKeeper",
-        )
-        a.add_argument(
-            "--command-config",
-            type=Path,
-            help="Kafka client properties for --bootstrap-server (default: the --dir "
-            "cluster's admin.properties when it was started with --secure)",
         )
         add_locate_arguments(a)
         a.set_defaults(func=func)

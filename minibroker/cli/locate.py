@@ -42,4 +42,11 @@ def add_dir_argument(parser: argparse.ArgumentParser) -> None:
 def add_locate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zk", help="ZooKeeper connect string (or $MINIBROKER_ZK)")
     parser.add_argument("--bootstrap", help="any broker's host:port (or $MINIBROKER_BOOTSTRAP)")
+    parser.add_argument(
+        "--command-config",
+        type=Path,
+        help="Kafka client properties, as Kafka's tools take them: with ssl.keystore.location "
+        "and ssl.truststore.location (or ssl.ca.location) the brokers' TLS listeners are "
+        "dialed with that certificate (default: a secure --dir cluster's admin certificate)",
+    )
     add_dir_argument(parser)

@@ -8,6 +8,7 @@ import sys
 
 from minibroker.cli import (
     acls,
+    certs,
     cluster,
     configs,
     consume,
@@ -28,9 +29,11 @@ from minibroker.core.errors import ApiError
 from minibroker.core.zk_layout import ZNodeFormatError
 from minibroker.localcluster import ClusterError, secure
 from minibroker.runtime import grpc_security, zk_auth
+from minibroker.runtime.grpc_security import TlsFiles
 from minibroker.runtime.settings import ConfigError
 from minibroker.runtime.zk_server import ZooKeeperNotFound
 from minibroker.runtime.zk_store import ZkError
+from minibroker.security.client_config import read_properties
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     configs.add_parser(sub)
     users.add_parser(sub)
     acls.add_parser(sub)
+    certs.add_parser(sub)
     produce.add_parser(sub)
     consume.add_parser(sub)
     events.add_parser(sub)
@@ -61,6 +65,17 @@ def configure_security(args: argparse.Namespace) -> None:
     $MINIBROKER_TLS_CA / $MINIBROKER_TLS_CERT, else a secure --dir cluster's."""
     if getattr(args, "cluster_command", None) == "up":
         return  # the cluster is made afresh: nothing of an earlier one in this dir applies
+    config = getattr(args, "command_config", None)
+    if config is not None:
+        try:
+            client = read_properties(config)
+        except (OSError, ValueError) as exc:
+            raise ClusterError(f"--command-config {config}: {exc}") from None
+        if hasattr(args, "dir"):
+            secure.configure_tools(cluster_dir(args))  # its ZooKeeper login, if secure
+        if client.keystore and client.ca_file:
+            grpc_security.configure_client(TlsFiles(client.ca_file, client.keystore))
+        return
     if os.environ.get(zk_auth.ENV_JAAS) or os.environ.get(grpc_security.ENV_CERT):
         return  # taken from the environment when first needed
     if hasattr(args, "dir"):

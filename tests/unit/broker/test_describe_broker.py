@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import cast
 
+from broker.grpc_answers import replica_description
 from broker.log.log import Log
 from broker.partition_table import HostedPartition
 from broker.replication.leader_epoch import LeaderEpochCache
 from broker.replication.partition import Partition, PartitionState
-from broker.servicers import replica_description
 from minibroker.core.types import TopicPartition
 
 TP = TopicPartition("t", 3)
