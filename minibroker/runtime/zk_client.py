@@ -215,6 +215,8 @@ class ZkClient:
         """Each path and its parents, every one with its own ACL (a sensitive parent stays
         unreadable to the world, as Kafka creates its persistent paths)."""
         for path in paths:
+            if call_mapped(self._client.exists, path) is not None:
+                continue  # the common case: one round trip
             parts = [p for p in path.split("/") if p]
             for i in range(1, len(parts) + 1):
                 prefix = "/" + "/".join(parts[:i])

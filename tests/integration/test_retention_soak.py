@@ -1,6 +1,6 @@
 """A cluster that stays up (issue 27): the load generator at a steady rate for a long time on a
-topic with RF 3, short retention and small segments, a follower SIGKILLed at 30% of the run and
-restarted at 60%. Each broker's log dir must stay under a bound this test states (what the
+topic with RF 3, short retention and small segments, a follower SIGKILLed at 20% of the run and
+restarted at 70%. Each broker's log dir must stay under a bound this test states (what the
 records of one retention period take, plus a few segments), every acknowledged record still
 within retention must be read back (loadgen's verification: the older ones count as expired),
 and the restarted follower, down for longer than the retention, must catch up from its
@@ -76,8 +76,8 @@ def test_a_long_run_with_short_retention_keeps_disks_bounded_and_loses_nothing_r
             [sys.executable, "-m", "loadgen", "--rate", str(RATE), "--duration", f"{SOAK_S}s",
              "--record-size", str(RECORD_BYTES), "--topic", "soak", "--master", "local[2]",
              "--dir", str(d), "--out", str(tmp_path / "run"),
-             "--fault", f"at={int(SOAK_S * 0.3)}s kill broker-{victim}",
-             "--fault", f"at={int(SOAK_S * 0.6)}s restart broker-{victim}"],
+             "--fault", f"at={int(SOAK_S * 0.2)}s kill broker-{victim}",
+             "--fault", f"at={int(SOAK_S * 0.7)}s restart broker-{victim}"],
             capture_output=True, text=True, timeout=SOAK_S + 600, check=False,
             stdin=subprocess.DEVNULL,
         )  # fmt: skip
@@ -94,8 +94,24 @@ def test_a_long_run_with_short_retention_keeps_disks_bounded_and_loses_nothing_r
         states = {s["broker"]: s for s in partition0(c)["replicas_state"]}
         leader = partition0(c)["leader"]
         assert states[victim]["log_start_offset"] >= states[leader]["log_start_offset"] - 1000
-        assert any(e["event"] == "follower_out_of_range" and e["tp"] == "soak-0"
-                   for e in c.log_events(f"broker-{victim}"))  # fmt: skip
+        # Down for longer than the retention, the follower normally finds its fetch offset
+        # below its leader's log start (follower_out_of_range) and starts over there. The
+        # leader deletes a segment only once its newest record passed retention, so on a slow
+        # run the follower's log end can still be in range when it comes back (seen in CI:
+        # leader's log start 2654, the follower's end 2721): then it must have simply
+        # fetched on from its log end, which the leader's start moved past afterwards.
+        events = c.log_events(f"broker-{victim}")
+        reopened = [e for e in events if e["event"] == "log_opened" and e.get("tp") == "soak-0"]
+        out_of_range = any(e["event"] == "follower_out_of_range" and e.get("tp") == "soak-0"
+                           for e in events)  # fmt: skip
+        leader_start = next(
+            (e["log_start_offset"] for e in events
+             if e["event"] == "log_start_offset_moved" and e.get("tp") == "soak-0"
+             and e.get("cause") == "leader" and e["ts"] >= reopened[-1]["ts"]),
+            None,
+        )  # fmt: skip
+        in_range = leader_start is not None and leader_start <= reopened[-1]["log_end_offset"]
+        assert out_of_range or in_range, (reopened[-1], leader_start)
 
 
 class DiskWatch:
