@@ -4,6 +4,8 @@ every acknowledged record read back at its offset."""
 from __future__ import annotations
 
 import json
+import socket
+import struct
 from collections.abc import Iterable, Mapping
 
 from minibroker.core.types import TopicPartition
@@ -50,3 +52,37 @@ def leader_of(c: Cluster, topic: str, partition: int) -> int:
     """The partition's leader as its state znode says."""
     data, stat = c.zk.get(TopicPartitionStateZNode.path(TopicPartition(topic, partition)))
     return TopicPartitionStateZNode.decode(data, stat.version).leader
+
+
+# ---- raw Kafka frames, for hostile and protocol-level tests ---------------------------
+
+
+def request_bytes(request: object, version: int, correlation_id: int = 1) -> bytes:
+    request.API_VERSION = version  # type: ignore[attr-defined]
+    request.with_header(correlation_id=correlation_id, client_id="hostile")  # type: ignore[attr-defined]
+    return bytes(request.encode(header=True, framed=True))  # type: ignore[attr-defined]
+
+
+def closed_by_broker(s: socket.socket) -> bool:
+    """Whether the broker closes the connection (reads end) within the deadline."""
+    try:
+        while s.recv(65536):
+            pass
+        return True
+    except ConnectionResetError:
+        return True
+    finally:
+        s.close()
+
+
+def read_frame(s: socket.socket) -> bytes:
+    def exactly(n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = s.recv(n - len(out))
+            assert chunk, "the broker closed the connection instead of answering"
+            out += chunk
+        return out
+
+    (size,) = struct.unpack(">i", exactly(4))
+    return struct.pack(">i", size) + exactly(size)

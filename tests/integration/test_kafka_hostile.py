@@ -24,7 +24,15 @@ from minibroker.core import records
 from minibroker.core.errors import ErrorCode
 from minibroker.core.records import NewRecord
 from tests.integration.conftest import Cluster, cluster_with_zk, segment_bytes
-from tests.integration.kafka_wire import create_topic, kafka_address, kafka_bootstrap, leader_of
+from tests.integration.kafka_wire import (
+    closed_by_broker,
+    create_topic,
+    kafka_address,
+    kafka_bootstrap,
+    leader_of,
+    read_frame,
+    request_bytes,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -47,41 +55,10 @@ def address(c: Cluster) -> tuple[str, int]:
     return host, int(port)
 
 
-def request_bytes(request: object, version: int, correlation_id: int = 1) -> bytes:
-    request.API_VERSION = version  # type: ignore[attr-defined]
-    request.with_header(correlation_id=correlation_id, client_id="hostile")  # type: ignore[attr-defined]
-    return bytes(request.encode(header=True, framed=True))  # type: ignore[attr-defined]
-
-
 def connect(c: Cluster) -> socket.socket:
     s = socket.create_connection(address(c), timeout=DEADLINE_S)
     s.settimeout(DEADLINE_S)
     return s
-
-
-def closed_by_broker(s: socket.socket) -> bool:
-    """Whether the broker closes the connection (reads end) within the deadline."""
-    try:
-        while s.recv(65536):
-            pass
-        return True
-    except ConnectionResetError:
-        return True
-    finally:
-        s.close()
-
-
-def read_frame(s: socket.socket) -> bytes:
-    def exactly(n: int) -> bytes:
-        out = b""
-        while len(out) < n:
-            chunk = s.recv(n - len(out))
-            assert chunk, "the broker closed the connection instead of answering"
-            out += chunk
-        return out
-
-    (size,) = struct.unpack(">i", exactly(4))
-    return struct.pack(">i", size) + exactly(size)
 
 
 @pytest.mark.parametrize(

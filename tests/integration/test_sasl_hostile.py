@@ -30,7 +30,12 @@ from kafka.protocol.sasl import (
 from minibroker.core.errors import ErrorCode
 from minibroker.core.security.scram import ScramClient, ScramMechanism
 from tests.integration.conftest import Cluster, cluster_with_zk
-from tests.integration.kafka_wire import kafka_bootstrap
+from tests.integration.kafka_wire import (
+    closed_by_broker,
+    kafka_bootstrap,
+    read_frame,
+    request_bytes,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -64,36 +69,6 @@ def address(c: Cluster) -> tuple[str, int]:
     return host, int(port)
 
 
-def frame(request: Any, version: int, correlation_id: int = 1) -> bytes:
-    request.API_VERSION = version
-    request.with_header(correlation_id=correlation_id, client_id="hostile")
-    return bytes(request.encode(header=True, framed=True))
-
-
-def read_frame(s: socket.socket) -> bytes:
-    def exactly(n: int) -> bytes:
-        out = b""
-        while len(out) < n:
-            chunk = s.recv(n - len(out))
-            assert chunk, "the broker closed the connection instead of answering"
-            out += chunk
-        return out
-
-    (size,) = struct.unpack(">i", exactly(4))
-    return struct.pack(">i", size) + exactly(size)
-
-
-def closed_by_broker(s: socket.socket) -> bool:
-    try:
-        while s.recv(65536):
-            pass
-        return True
-    except ConnectionResetError:
-        return True
-    finally:
-        s.close()
-
-
 def connect(c: Cluster) -> socket.socket:
     s = socket.create_connection(address(c), timeout=DEADLINE_S)
     s.settimeout(DEADLINE_S)
@@ -101,12 +76,12 @@ def connect(c: Cluster) -> socket.socket:
 
 
 def handshake(s: socket.socket, mechanism: str, version: int = 1) -> Any:
-    s.sendall(frame(SaslHandshakeRequest(mechanism=mechanism), version))
+    s.sendall(request_bytes(SaslHandshakeRequest(mechanism=mechanism), version))
     return SaslHandshakeResponse.decode(read_frame(s), version=version, header=True, framed=True)
 
 
 def authenticate(s: socket.socket, token: bytes, version: int = 1) -> Any:
-    s.sendall(frame(SaslAuthenticateRequest(auth_bytes=token), version))
+    s.sendall(request_bytes(SaslAuthenticateRequest(auth_bytes=token), version))
     return SaslAuthenticateResponse.decode(read_frame(s), version=version, header=True, framed=True)
 
 
@@ -128,7 +103,7 @@ def assert_broker_serves(c: Cluster) -> None:
     """A fresh client still logs in and is answered, and no handler failed."""
     s = connect(c)
     scram_login(s, "ivan", "ivan-pw", "check")
-    s.sendall(frame(ApiVersionsRequest(), 0, correlation_id=9))
+    s.sendall(request_bytes(ApiVersionsRequest(), 0, correlation_id=9))
     answer = ApiVersionsResponse.decode(read_frame(s), version=0, header=True, framed=True)
     s.close()
     assert answer.error_code == 0
@@ -180,9 +155,11 @@ def test_a_wrong_password_is_sasl_authentication_failed(sp: Cluster) -> None:
 @pytest.mark.parametrize(
     "request_bytes",
     [
-        frame(MetadataRequest(topics=None), 1),
+        request_bytes(MetadataRequest(topics=None), 1),
         struct.pack(">ihhi", 8, 0, 3, 1),  # a Produce header
-        frame(SaslAuthenticateRequest(auth_bytes=b"n,,n=ivan,r=x"), 1),  # before a handshake
+        request_bytes(
+            SaslAuthenticateRequest(auth_bytes=b"n,,n=ivan,r=x"), 1
+        ),  # before a handshake
     ],
     ids=["metadata", "produce", "authenticate-first"],
 )
