@@ -126,7 +126,7 @@ class KafkaConnection:
                     break
                 for payload in self.frames.feed(data):
                     if self.gate is not None and not self.gate.complete:
-                        answer = self.authenticate(payload)
+                        answer = await self.authenticate(payload)
                     else:
                         answer = await self.answer(payload)
                     if answer is not None:
@@ -149,10 +149,10 @@ class KafkaConnection:
             )  # fmt: skip
             self.writer.close()
 
-    def authenticate(self, payload: bytes) -> bytes | None:
+    async def authenticate(self, payload: bytes) -> bytes | None:
         """A frame before authentication, through the SASL gate."""
         assert self.gate is not None
-        got = self.gate.answer(payload)
+        got = await self.gate.answer(payload)
         if got.principal is not None:
             self.ctx = dataclasses.replace(
                 self.ctx, session=Session(got.principal, self.ctx.session.host)

@@ -59,7 +59,8 @@ class CredentialCache:
         return self._users.get(user, {}).get(mechanism)
 
     def check_password(self, user: str, password: str) -> bool:
-        """Whether `password` is the user's (any of its SCRAM credentials derives from it)."""
+        """Whether `password` is the user's (any of its SCRAM credentials derives from it).
+        Called in a worker thread (the SASL gate's PLAIN): it only reads the cache."""
         creds = self._users.get(user)
         if not creds:
             return False
