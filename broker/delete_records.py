@@ -12,7 +12,7 @@ low watermark, or REQUEST_TIMED_OUT with the one it reached."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from broker.log.log_types import OffsetOutOfRange
@@ -114,11 +114,19 @@ class RecordDeletion:
         self.purgatory: Purgatory[dict[TopicPartition, DeleteRecordsResult]] = Purgatory()
 
     async def delete_records(
-        self, offsets: Mapping[TopicPartition, int], timeout_ms: int
+        self,
+        offsets: Mapping[TopicPartition, int],
+        timeout_ms: int,
+        deletable: Collection[str] | None = None,
     ) -> dict[TopicPartition, DeleteRecordsResult]:
+        """`deletable`: the topics the caller may DELETE (None: all); the others are answered
+        TOPIC_AUTHORIZATION_FAILED and left untouched."""
         results: dict[TopicPartition, DeleteRecordsResult] = {}
         required: dict[TopicPartition, int] = {}
         for tp, offset in offsets.items():
+            if deletable is not None and tp.topic not in deletable:
+                results[tp] = DeleteRecordsResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                continue
             result, moved_to = self._delete_on_leader(tp, offset)
             results[tp] = result
             if result.error is ErrorCode.NONE and result.low_watermark < moved_to:

@@ -12,7 +12,6 @@ from typing import Any
 
 from broker import auto_create, offset_reads
 from broker.delete_records import MAX_TIMEOUT_MS as MAX_DELETE_RECORDS_TIMEOUT_MS
-from broker.delete_records import DeleteRecordsResult
 from broker.fetch.handling import MAX_WAIT_MS, FetchCall, handle_fetch
 from broker.fetch.session_cache import FINAL_EPOCH
 from broker.grpc_answers import (
@@ -249,14 +248,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
             deletable = self.peers.topics_allowed(
                 context, AclOperation.DELETE, {tp.topic for tp in offsets}
             )
-            results = {
-                tp: DeleteRecordsResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                for tp in offsets
-                if tp.topic not in deletable
-            }
-            allowed = {tp: o for tp, o in offsets.items() if tp.topic in deletable}
-            if allowed:
-                results.update(await self.rm.deletion.delete_records(allowed, timeout_ms))
+            results = await self.rm.deletion.delete_records(offsets, timeout_ms, deletable)
             response = broker_pb2.DeleteRecordsResponse()
             by_topic: dict[str, Any] = {}
             for tp, r in results.items():

@@ -9,10 +9,9 @@ from typing import Any
 
 from kafka.protocol.admin.topics import DeleteRecordsResponse
 
-from broker.delete_records import MAX_TIMEOUT_MS, DeleteRecordsResult
+from broker.delete_records import MAX_TIMEOUT_MS
 from broker.kafka.authz import topics_allowed
 from broker.kafka.context import KafkaContext
-from minibroker.core.errors import ErrorCode
 from minibroker.core.security.acl import AclOperation
 from minibroker.core.types import TopicPartition
 
@@ -27,14 +26,7 @@ async def handle_delete_records(ctx: KafkaContext, request: Any, version: int) -
             offsets[TopicPartition(t.name, p.partition_index)] = int(p.offset)
     timeout_ms = max(0, min(int(request.timeout_ms), MAX_TIMEOUT_MS))
     deletable = topics_allowed(ctx, AclOperation.DELETE, {tp.topic for tp in offsets})
-    results = {
-        tp: DeleteRecordsResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        for tp in offsets
-        if tp.topic not in deletable
-    }
-    allowed = {tp: o for tp, o in offsets.items() if tp.topic in deletable}
-    if allowed:
-        results.update(await ctx.rm.deletion.delete_records(allowed, timeout_ms))
+    results = await ctx.rm.deletion.delete_records(offsets, timeout_ms, deletable)
     by_topic: dict[str, list[Any]] = {}
     for tp, r in results.items():
         by_topic.setdefault(tp.topic, []).append(
