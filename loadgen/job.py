@@ -41,15 +41,19 @@ class Sink:
     acks: str
     ledger_dir: Path
     protocol: str = "grpc"  # kafka: bootstrap names the brokers' KAFKA listeners
+    command_config: Path | None = None  # kafka: the client properties file (SASL, TLS)
 
     def options(self) -> dict[str, str]:
-        return {
+        options = {
             "bootstrap": ",".join(self.bootstrap),
             "topic": self.topic,
             "acks": self.acks,
             "ledger.path": str(self.ledger_dir),
             "protocol": self.protocol,
         }
+        if self.command_config is not None:
+            options["command.config"] = str(self.command_config)
+        return options
 
 
 def output_schema(spec: WorkloadSpec) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from loadgen.source_io import Ledger, OutRecord, value_digest
@@ -18,6 +19,7 @@ from loadgen.source_options import MinibrokerSourceError, WriteOptions
 from minibroker.client import RecordMetadata
 from minibroker.core.errors import ErrorCode
 from minibroker.runtime.clock import now_ms
+from minibroker.security.client_config import read_properties
 
 _ACKS: dict[int, Any] = {-1: "all", 1: 1, 0: 0}
 
@@ -38,8 +40,16 @@ class KafkaClientError(Exception):
 
 def producer_config(options: WriteOptions) -> dict[str, Any]:
     """kafka-python's settings for the sink's options (Kafka's names, snake-cased). Idempotence
-    is kafka-python's default and needs acks=all, so it is on exactly then."""
-    return {
+    is kafka-python's default and needs acks=all, so it is on exactly then. With a
+    `command.config` file, its security settings (SASL_SSL with SCRAM, SSL with a client
+    certificate, ...) as kafka-python names them."""
+    security: dict[str, Any] = {}
+    if options.command_config:
+        try:
+            security = read_properties(Path(options.command_config)).kafka_python()
+        except (OSError, ValueError) as exc:
+            raise MinibrokerSourceError(f"option 'command.config': {exc}") from None
+    return security | {
         "bootstrap_servers": options.bootstrap.split(","),
         "acks": _ACKS[options.acks],
         "linger_ms": options.linger_ms,

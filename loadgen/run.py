@@ -31,8 +31,11 @@ from minibroker.chaos import ChaosBackend, backend_for
 from minibroker.client.errors import ClientError
 from minibroker.client.events import Event, read_events
 from minibroker.localcluster import ClusterState
+from minibroker.localcluster.secure import KAFKA_SSL_LISTENER
+from minibroker.localcluster.state import ADMIN_CONFIG
 from minibroker.locate import (
     bootstrap_servers,
+    cluster_dir,
     kafka_brokers_in_zookeeper,
     sources_in_zookeeper,
     zk_connect,
@@ -40,6 +43,7 @@ from minibroker.locate import (
 from minibroker.runtime.clock import now_ms
 from minibroker.runtime.logging import parse_line
 from minibroker.runtime.zk_store import ZkError
+from minibroker.security.client_config import read_properties
 
 
 def say(line: str) -> None:
@@ -65,9 +69,12 @@ def execute(args: argparse.Namespace, plan: Plan) -> int:
     starting = end_offsets(bootstrap, args.topic, partitions)
     prepare_out_dir(plan.out_dir)
     # Verification, progress and offsets go through gRPC whichever protocol writes.
-    sink_bootstrap = kafka_brokers_in_zookeeper(zk) if args.protocol == "kafka" else bootstrap
+    sink_bootstrap, client_config = bootstrap, None
+    if args.protocol == "kafka":
+        client_config = kafka_client_config(args)
+        sink_bootstrap = kafka_brokers_in_zookeeper(zk, kafka_listener_for(client_config))
     ledger_dir = (plan.out_dir / "ledger").resolve()
-    sink = Sink(sink_bootstrap, args.topic, args.acks, ledger_dir, args.protocol)
+    sink = Sink(sink_bootstrap, args.topic, args.acks, ledger_dir, args.protocol, client_config)
     tasks = args.tasks or default_tasks(spec.records, master_cores(args.master))
     say(f"loadgen: {describe(plan, spec, args, tasks)}; run dir {plan.out_dir}")
     say(f"loadgen: starting Spark ({args.master})")
@@ -105,6 +112,24 @@ def execute(args: argparse.Namespace, plan: Plan) -> int:
     )
     finish(plan.out_dir, spec, run_info, verdict, executed, finished_ms, changes)
     return 0 if verdict.ok else 1
+
+
+def kafka_client_config(args: argparse.Namespace) -> Path | None:
+    """The Kafka client's security settings for `--protocol kafka`: --command-config, else a
+    secure --dir cluster's admin.properties (its KAFKA listener is SASL_SSL)."""
+    if args.command_config is not None:
+        return Path(args.command_config).resolve()
+    if args.compose is None and (cluster_dir(args) / ADMIN_CONFIG).is_file():
+        return (cluster_dir(args) / ADMIN_CONFIG).resolve()
+    return None
+
+
+def kafka_listener_for(config: Path | None) -> str:
+    """A client with a certificate (security.protocol=SSL) writes through a secure process
+    cluster's KAFKA_SSL listener; any other through the default one."""
+    if config is not None and read_properties(config).protocol == "SSL":
+        return KAFKA_SSL_LISTENER
+    return ""
 
 
 def isr_changes(cluster_dir: Path, topic: str) -> list[dict[str, Any]]:

@@ -15,6 +15,8 @@ its own such as checkpointLocation):
   ledger.path          directory for each write task's Parquet ledger (default: none)
   protocol             grpc (default: minibroker's producer) | kafka (kafka-python's
                        KafkaProducer; bootstrap names the brokers' KAFKA listeners)
+  command.config       with protocol kafka: a Kafka client properties file (security.protocol,
+                       sasl.*, ssl.*), read by each task, so no password travels in the options
   startingOffsets      earliest (default) | latest | {"topic": {"0": 23, "1": -2}}
   endingOffsets        latest (default: each HW when the batch read is planned) | JSON as above;
                        JSON leaves out partitions at earliest (starting) / latest (ending)
@@ -58,6 +60,7 @@ class WriteOptions:
     max_block_ms: int
     ledger_path: str | None
     protocol: Protocol = "grpc"
+    command_config: str | None = None  # protocol kafka: the client's security settings (a path)
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,7 @@ def parse_write_options(options: Mapping[str, str], *, has_topic_column: bool) -
         max_block_ms=_int(opts, "max.block.ms", 10000, minimum=1),
         ledger_path=opts.get("ledger.path", "").strip() or None,
         protocol=_protocol(opts.get("protocol", "grpc").strip()),
+        command_config=opts.get("command.config", "").strip() or None,
     )
     # The producer refuses this combination (Kafka's rule); say so on the driver, not per task.
     if parsed.delivery_timeout_ms < parsed.linger_ms + parsed.request_timeout_ms:

@@ -117,10 +117,11 @@ def brokers_in_zookeeper(zk_connect_string: str) -> list[str]:
     return addresses
 
 
-def kafka_brokers_in_zookeeper(zk_connect_string: str) -> list[str]:
+def kafka_brokers_in_zookeeper(zk_connect_string: str, listener: str = "") -> list[str]:
     """host:port of every registered broker's Kafka-protocol listener (for Kafka clients: the
-    one beside $MINIBROKER_LISTENER, e.g. KAFKA_INTERNAL in containers), by broker id."""
-    listener = client_listener()
+    one named `listener`, else the one beside $MINIBROKER_LISTENER, e.g. KAFKA_INTERNAL in
+    containers), by broker id."""
+    listener = listener or client_listener()
     endpoints = (
         pick_kafka(from_strings(reg.endpoints), listener)
         for reg in registrations_in_zookeeper(zk_connect_string)

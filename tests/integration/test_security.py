@@ -416,9 +416,11 @@ def test_grpc_control_and_follower_fetches_need_the_right_certificate(sc: Cluste
 def test_the_load_generator_verifies_every_record_on_the_secure_cluster(
     sc: Cluster, tmp_path: Path
 ) -> None:
-    """Spark tasks dial the brokers over mutual TLS with the admin's certificate (inherited
-    from the environment), a partition's leader is SIGKILLed mid-run, and verification finds
-    every acknowledged record. Last in this module: it restarts the broker it killed."""
+    """Spark tasks write with kafka-python through the SASL_SSL listener as the admin
+    (`--protocol kafka`: the cluster's admin.properties, SCRAM-SHA-512) and read back over
+    gRPC with mutual TLS with the admin's certificate (inherited from the environment); a
+    partition's leader is SIGKILLed mid-run, and verification finds every acknowledged record.
+    Last in this module: it restarts the broker it killed."""
     import subprocess
     import sys
 
@@ -429,11 +431,13 @@ def test_the_load_generator_verifies_every_record_on_the_secure_cluster(
         [sys.executable, "-m", "loadgen", "--rate", "500", "--duration", "12s",
          "--master", "local[2]", "--dir", str(sc.dir), "--topic", "lg-secure",
          "--partitions", "2", "--replication-factor", "2", "--min-insync", "1",
-         "--out", str(out), "--fault", "at=1s kill leader:lg-secure-0"],
+         "--out", str(out), "--fault", "at=1s kill leader:lg-secure-0",
+         "--protocol", "kafka"],
         capture_output=True, text=True, timeout=300, check=False, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     report = json.loads((out / "report.json").read_text())
+    assert report["run"]["protocol"] == "kafka"
     assert [f["error"] for f in report["faults"]] == [None], report["faults"]
     v = report["verification"]
     assert v["ok"] and v["missing"] == 0 and v["acked"] > 0, v
