@@ -67,6 +67,7 @@ ENVIRONMENT: Mapping[str, str] = {
     "MINIBROKER_ZK_JAAS": "a JAAS file whose Client section is the tools' ZooKeeper login",
     "MINIBROKER_TLS_CA": "the CA certificate tools trust on the brokers' gRPC TLS listeners",
     "MINIBROKER_TLS_CERT": "a PEM (key and certificate) tools dial gRPC TLS listeners with",
+    "MINIBROKER_SECURE_DIR": "where the compose secure profile copies the host's security files",
 }
 
 # Settings that say where a node listens, what it advertises and where it stores data. Every

@@ -27,7 +27,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRST = ("tests/unit/", "tests/fuzz/", "tests/sim/")
-LAST = ("tests/compose/",)
+LAST = ("tests/compose/", "tests/compose_secure/")  # the plain cluster, then the secure one
 WAIT_LIMIT_S = 3600.0
 
 _build = pytest.StashKey["EarlyBuild"]()

@@ -29,7 +29,9 @@ PROJECT_LABEL = "com.docker.compose.project"
 SERVICE_LABEL = "com.docker.compose.service"
 ONEOFF_LABEL = "com.docker.compose.oneoff"  # "True" on `docker compose run` containers
 # Labels deploy/docker-compose.yml sets on each service.
-ROLE_LABEL = "minibroker.role"  # zookeeper | broker | controller | loadgen
+ROLE_LABEL = "minibroker.role"  # zookeeper | broker | controller | loadgen | setup ...
+SETUP_ROLE = "setup"
+COMPLETED = "completed"  # a set-up service that exited 0
 NODE_ID_LABEL = "minibroker.node-id"  # broker id ("1") or controller id ("101")
 # deploy/.env names the project; a COMPOSE_PROJECT_NAME in the environment overrides it for
 # compose and for us alike.
@@ -213,7 +215,8 @@ class ComposeBackend:
     def health(self) -> dict[str, str]:
         """Every long-running container of the project (one-offs excluded) by compose service:
         "healthy", "unhealthy", "starting" (Docker's health states), "running" (up, no health
-        check) or its stopped state ("exited", "created", ...)."""
+        check), its stopped state ("exited", "created", ...), or for a set-up service
+        "completed" (exited 0) or "failed"."""
         found: list[Any] = self._engine(
             f"listing the containers of {self._where()}",
             lambda: self._client.containers.list(
@@ -227,6 +230,9 @@ class ComposeBackend:
             state = c.attrs.get("State") or {}
             status = str(state.get("Status") or c.status)
             health = (state.get("Health") or {}).get("Status")
+            if (c.labels or {}).get(ROLE_LABEL) == SETUP_ROLE and status == "exited":
+                # A one-shot set-up service (the secure profile's `security`) has done its job.
+                status = COMPLETED if state.get("ExitCode") == 0 else "failed"
             out[c.labels.get(SERVICE_LABEL, c.name)] = (
                 health if status == "running" and health else status
             )

@@ -16,9 +16,11 @@ from typing import Any
 
 from minibroker import topology as t
 from minibroker.chaos.backend import ChaosError
-from minibroker.chaos.compose import PROJECT_LABEL, ComposeBackend, connect_docker
+from minibroker.chaos.compose import COMPLETED, PROJECT_LABEL, ComposeBackend, connect_docker
+from minibroker.localcluster import secure_compose
 
 COMPOSE_FILE = Path("deploy") / "docker-compose.yml"
+SECURE_FILE = "docker-compose.secure.yml"  # the secure profile, laid over the compose file
 # The images `up` needs (the load generator's only with its profile).
 NEEDED_IMAGES = (t.RUNTIME_IMAGE, t.ZOOKEEPER_IMAGE)
 
@@ -105,16 +107,44 @@ def preflight(project: str, client: Any | None = None) -> Any:
     return client
 
 
-def up(project: str, compose_file: Path, timeout_s: float) -> str:
-    """Checks, `up -d`, and the wait; the line to print."""
+def compose_files(compose_file: Path, secure: bool) -> list[str]:
+    """`-f` arguments: the compose file, and with `secure` its secure profile beside it."""
+    files = ["-f", str(compose_file)]
+    if secure:
+        files += ["-f", str(compose_file.with_name(SECURE_FILE))]
+    return files
+
+
+def secure_dir(compose_file: Path) -> Path:
+    """Where the secure profile copies the host's security files: $MINIBROKER_SECURE_DIR, else
+    `secure` beside the compose file."""
+    named = os.environ.get(secure_compose.HOST_DIR_ENV)
+    return Path(named) if named else compose_file.parent / secure_compose.HOST_DIR_DEFAULT
+
+
+def up(project: str, compose_file: Path, timeout_s: float, secure: bool = False) -> str:
+    """Checks, `up -d`, and the wait; the lines to print."""
     client = preflight(project)
-    command = [*compose_command(), "-f", str(compose_file), "-p", project, "up", "-d"]
+    command = [*compose_command(), *compose_files(compose_file, secure), "-p", project, "up", "-d"]
+    env = dict(os.environ)
+    if secure:
+        # An absolute folder, made by us (not by the engine, as root): the admin's client
+        # properties then name files any working directory reaches.
+        host_dir = secure_dir(compose_file).resolve()
+        host_dir.mkdir(parents=True, exist_ok=True)
+        env[secure_compose.HOST_DIR_ENV] = str(host_dir)
     started = time.monotonic()
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    result = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     if result.returncode != 0:
         last = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:]
         raise ChaosError(f"`{' '.join(command)}` failed: {' '.join(last)}")
-    return wait_healthy(ComposeBackend(project, "", client=client), timeout_s, started)
+    line = wait_healthy(ComposeBackend(project, "", client=client), timeout_s, started)
+    if secure:
+        line += (
+            f"\nsecure: the admin's Kafka client settings in {host_dir}/admin.properties; "
+            f"minibroker's tools: --dir {host_dir}"
+        )
+    return line
 
 
 def wait_healthy(backend: ComposeBackend, timeout_s: float, started: float | None = None) -> str:
@@ -125,7 +155,7 @@ def wait_healthy(backend: ComposeBackend, timeout_s: float, started: float | Non
     where = f"compose project {backend.project!r}"
     while True:
         health = backend.health()
-        waiting = {s: h for s, h in health.items() if h not in ("healthy", "running")}
+        waiting = {s: h for s, h in health.items() if h not in ("healthy", "running", COMPLETED)}
         if health and not waiting:
             took = time.monotonic() - started
             states = ", ".join(f"{s} {h}" for s, h in health.items())
@@ -193,8 +223,10 @@ def render_status(project: str, rows: list[dict[str, Any]]) -> str:
 def down(project: str, compose_file: Path) -> str:
     """`down -v --remove-orphans` with every profile, so nothing of the project is left."""
     profiles = [a for p in ("loadgen", "spark", "tools") for a in ("--profile", p)]
+    # With the secure profile's file too, so that its volume goes (harmless on a plain cluster).
+    secure = compose_file.with_name(SECURE_FILE).is_file()
     command = [
-        *compose_command(), "-f", str(compose_file), "-p", project, *profiles,
+        *compose_command(), *compose_files(compose_file, secure), "-p", project, *profiles,
         "down", "-v", "--remove-orphans", "-t", "10",
     ]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, check=False)

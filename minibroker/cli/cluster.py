@@ -59,7 +59,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--secure",
         action="store_true",
         help="TLS, SASL (SCRAM, PLAIN) and ACLs on the brokers' Kafka listeners, a super user "
-        "`admin` with a generated password; its client settings in DIR/admin.properties",
+        "`admin` with a generated password; its client settings in DIR/admin.properties (with "
+        "--compose: the secure profile, deploy/docker-compose.secure.yml; the settings in "
+        "deploy/secure/ or $MINIBROKER_SECURE_DIR)",
     )
     add_dir_argument(up)
     up.set_defaults(func=cmd_up)
@@ -134,7 +136,8 @@ def _add_compose_argument(p: argparse.ArgumentParser, what: str) -> None:
 def cmd_up(args: argparse.Namespace) -> int:
     if args.compose is not None:
         compose_file = args.file or compose_up.find_compose_file()
-        print(compose_up.up(args.compose, compose_file, timeout_s=max(args.timeout, 60.0)))
+        timeout_s = max(args.timeout, 60.0)
+        print(compose_up.up(args.compose, compose_file, timeout_s, secure=args.secure))
         return 0
     d = cluster_dir(args)
     settings = Settings.load(profile=args.profile, overrides=args.overrides)

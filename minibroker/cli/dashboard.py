@@ -63,8 +63,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def locate(args: argparse.Namespace) -> tuple[str, Callable[[], chaos.ChaosBackend] | None, str]:
     """ZooKeeper's address, what the fault buttons act on, and that in words."""
     if args.compose is not None:
-        if args.dir is not None:
-            raise ClusterError("give a cluster dir (--dir) or a compose project, not both")
+        # A --dir beside --compose holds only the secure profile's files (deploy/secure).
         zk = args.zk or os.environ.get("MINIBROKER_ZK") or chaos.DEFAULT_ZK
         project = str(args.compose)
         backend = chaos.ComposeBackend(project, zk)
@@ -73,7 +72,8 @@ def locate(args: argparse.Namespace) -> tuple[str, Callable[[], chaos.ChaosBacke
     d: Path | None = args.dir
     if d is None and not (args.zk or args.bootstrap) and (default_dir() / STATE_FILE).exists():
         d = default_dir()
-    if d is None:
+    if d is None or not (d / STATE_FILE).exists():
+        # No process cluster to act on (a dir may hold only a secure cluster's files).
         return zk, None, "none (watching only: give --dir or --compose to use them)"
     backend_dir = d
     return zk, lambda: chaos.ProcessBackend(backend_dir), f"process cluster in {d}"

@@ -35,7 +35,9 @@ def add_dir_argument(parser: argparse.ArgumentParser) -> None:
         "--dir",
         type=Path,
         default=None,
-        help=f"process-mode cluster dir (default: $MINIBROKER_DIR or {DEFAULT_DIR})",
+        help=f"process-mode cluster dir (default: $MINIBROKER_DIR or {DEFAULT_DIR}); for a "
+        "secure compose cluster, its security files (deploy/secure): the ZooKeeper login and "
+        "the admin certificate",
     )
 
 

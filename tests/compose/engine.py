@@ -26,6 +26,8 @@ from minibroker.core.records import iter_batches
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "deploy" / "docker-compose.yml"
+SECURE_FILE = ROOT / "deploy" / compose_up.SECURE_FILE  # the secure profile, laid over it
+SECURE_DIR = ROOT / "deploy" / "secure"  # where it copies the host's security files
 PROJECT = "mbtest"
 ZK = f"127.0.0.1:{t.ZOOKEEPER_PORT}"
 BOOTSTRAP = [f"127.0.0.1:{n.external_port}" for n in t.nodes() if n.role == "broker"]
@@ -60,12 +62,14 @@ def compose_command() -> list[str] | None:
 
 
 def compose(
-    *args: str, check: bool = True, timeout: float = 300
+    *args: str, check: bool = True, timeout: float = 300, secure: bool = False
 ) -> subprocess.CompletedProcess[str]:
+    """`docker compose ARGS` on the tests' project; `secure`: with the secure profile's file."""
     command = compose_command()
     assert command is not None
+    files = compose_up.compose_files(COMPOSE_FILE, secure)
     return subprocess.run(
-        [*command, "-f", str(COMPOSE_FILE), "-p", PROJECT, *args],
+        [*command, *files, "-p", PROJECT, *args],
         capture_output=True,
         text=True,
         check=check,
@@ -144,24 +148,27 @@ def leftovers(client: Any) -> list[str]:
 
 
 @contextmanager
-def cluster_up(client: Any, env: dict[str, str]) -> Iterator[float]:
-    """The walkthrough's `build` and `up`, yielding the seconds from `up` to every service
-    healthy; its `down` after, also when a test fails, and nothing of the project may be left
-    behind."""
+def cluster_up(client: Any, env: dict[str, str], secure: bool = False) -> Iterator[float]:
+    """The walkthrough's `build` and `up` (`secure-up`: the secure profile), yielding the
+    seconds from `up` to every service healthy; its `down` (`secure-down`) after, also when a
+    test fails, and nothing of the project may be left behind (nor deploy/secure)."""
+    up, down = ("secure-up", "secure-down") if secure else ("up", "down")
     run_block("build", env, timeout=3600)
     compose("--profile", "loadgen", "--profile", "spark", "down", "-v", "--remove-orphans",
-            check=False)  # fmt: skip
+            check=False, secure=True)  # fmt: skip
     started = time.monotonic()
     try:
-        print(run_block("up", env, timeout=300).stdout.strip())
+        print(run_block(up, env, timeout=300).stdout.strip())
         yield time.monotonic() - started
     finally:
         try:
-            run_block("down", env, timeout=300)
+            run_block(down, env, timeout=300)
         finally:
             # Whatever the block left (a failed step may have left anything).
             compose("--profile", "loadgen", "--profile", "spark", "--profile", "tools", "down",
-                    "-v", "--remove-orphans", "-t", "5", check=False)  # fmt: skip
+                    "-v", "--remove-orphans", "-t", "5", check=False, secure=True)  # fmt: skip
+            if secure:
+                shutil.rmtree(SECURE_DIR, ignore_errors=True)
         left = leftovers(client)
         assert left == [], f"left behind by the walkthrough's `down`: {left}"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,16 +49,20 @@ def stream_through(
     before_s: float = 4.0,
     after_s: float = 12.0,
     catch_up_s: float = 60.0,
+    security: Mapping[str, str] | None = None,
 ) -> StreamRun:
     """Produce and consume for `before_s`, run `fault`, go on for `after_s`, stop producing,
-    then read until every acknowledged record is read (or `catch_up_s` passed)."""
+    then read until every acknowledged record is read (or `catch_up_s` passed). `security`:
+    the clients' security settings (librdkafka's names), for a secured listener."""
     from confluent_kafka import Consumer, Producer
 
     run = StreamRun()
     stop = threading.Event()
 
     def produce() -> None:
-        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+        producer = Producer(
+            {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, **(security or {})}
+        )
 
         def delivered(err: object, msg: Any) -> None:
             if err is not None:
@@ -75,7 +79,7 @@ def stream_through(
 
     writer = threading.Thread(target=produce)
     writer.start()
-    conf = {"bootstrap.servers": bootstrap, "group.id": group, **CONSUMER}
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, **CONSUMER, **(security or {})}
     members = [Consumer(conf), Consumer(conf)]
     try:
         for m in members:
