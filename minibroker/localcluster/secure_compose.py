@@ -31,7 +31,7 @@ from minibroker.localcluster.state import ADMIN_CONFIG
 from minibroker.runtime import zk_auth
 from minibroker.runtime.zk_client import ZkClient
 from minibroker.security import user_store
-from minibroker.security.certs import CA_CERT, make_node_cert
+from minibroker.security.certs import CA_CERT, CA_KEY, make_node_cert
 from minibroker.security.client_config import ClientSecurity, read_properties, write_properties
 
 CONTAINER_DIR = "/etc/minibroker/cluster"
@@ -125,9 +125,12 @@ def copy_to_host(cluster_dir: Path, host_mount: Path, host_dir: str, password: s
 
 
 def give_to_runtime(cluster_dir: Path) -> None:
-    """The volume's files readable by the nodes' user only (keys are 0600)."""
+    """The volume's files readable by the nodes' user only (keys are 0600), but for the CA's
+    key: no node signs anything, so it stays root's (the host's copy has it, for `minibroker
+    certs NAME --dir secure`)."""
     for path in [cluster_dir, *cluster_dir.rglob("*")]:
-        os.chown(path, RUNTIME_UID, RUNTIME_UID)
+        if path.name != CA_KEY:
+            os.chown(path, RUNTIME_UID, RUNTIME_UID)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,7 +24,6 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from minibroker.runtime.waiting import wait_until
 from minibroker.security.client_config import ClientSecurity, read_properties
 from tests.integration.conftest import Cluster, cluster_with_zk
 
@@ -357,62 +356,6 @@ def test_a_broker_with_set_acl_and_no_zookeeper_login_refuses_to_start(
     assert sc.zk.exists("/brokers/ids/99") is None
 
 
-def _grpc_channel(sc: Cluster, broker: str, cert: str | None) -> Any:
-    import grpc
-
-    from minibroker.runtime.grpc_security import TlsFiles
-
-    sec = sc.dir / "security"
-    address = sc.state.process(broker).address
-    if cert is None:  # TLS without a client certificate
-        creds = grpc.ssl_channel_credentials(root_certificates=(sec / "ca.pem").read_bytes())
-    else:
-        creds = TlsFiles(str(sec / "ca.pem"), str(sec / f"{cert}.pem")).channel_credentials()
-    return grpc.secure_channel(address, creds)
-
-
-def test_grpc_control_and_follower_fetches_need_the_right_certificate(sc: Cluster) -> None:
-    """Kafka's CLUSTER_ACTION by certificate: LeaderAndIsr from a broker's certificate and a
-    follower fetch with the admin's (a client) are refused; nothing moves."""
-    import grpc
-
-    from minibroker.rpc import (
-        broker_pb2,
-        broker_pb2_grpc,
-        control_pb2,
-        control_pb2_grpc,
-        errors_pb2,
-    )
-
-    sc.cli("topics", "create", "forged", "--partitions", "1", "--replication-factor", "2",
-           "--wait")  # fmt: skip
-    (row,) = json.loads(sc.cli("topics", "describe", "forged", "--json").stdout)
-    leader = f"broker-{row['leader']}"
-    follower_id = next(r for r in row["replicas"] if r != row["leader"])
-    with _grpc_channel(sc, leader, "admin") as channel:
-        fetch = broker_pb2.FetchRequest(replica_id=follower_id, max_wait_ms=0, min_bytes=0,
-                                        max_bytes=1 << 20)  # fmt: skip
-        t = fetch.topics.add(topic="forged")
-        t.partitions.add(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
-        answer = broker_pb2_grpc.BrokerStub(channel).Fetch(fetch, timeout=DEADLINE_S)
-        (part,) = answer.responses[0].partitions
-        assert part.error_code == errors_pb2.TOPIC_AUTHORIZATION_FAILED and not part.records
-    other = next(f"broker-{r}" for r in row["replicas"] if r != row["leader"])
-    with _grpc_channel(sc, leader, other) as channel:
-        lai = control_pb2.LeaderAndIsrRequest(controller_id=101, controller_epoch=99)
-        ts = lai.topic_states.add(topic_name="forged")
-        ts.partition_states.add(
-            partition_index=0, controller_epoch=99, leader=follower_id, leader_epoch=99,
-            isr=[follower_id], replicas=row["replicas"],
-        )  # fmt: skip
-        refused = control_pb2_grpc.ControlStub(channel).LeaderAndIsr(lai, timeout=DEADLINE_S)
-        assert refused.error_code == errors_pb2.CLUSTER_AUTHORIZATION_FAILED
-    with _grpc_channel(sc, leader, None) as channel, pytest.raises(grpc.RpcError):
-        broker_pb2_grpc.BrokerStub(channel).Fetch(broker_pb2.FetchRequest(), timeout=DEADLINE_S)
-    (after,) = json.loads(sc.cli("topics", "describe", "forged", "--json").stdout)
-    assert (after["leader"], after["leader_epoch"]) == (row["leader"], row["leader_epoch"])
-
-
 def test_the_load_generator_verifies_every_record_on_the_secure_cluster(
     sc: Cluster, tmp_path: Path
 ) -> None:
@@ -445,35 +388,3 @@ def test_the_load_generator_verifies_every_record_on_the_secure_cluster(
     assert report["totals"]["acked"] > report["totals"]["failed"], report["totals"]
     for broker in sc.reload().by_role("broker"):
         sc.cli("cluster", "start", broker.name, check=False)
-
-
-def test_grpc_clients_are_authorized_as_their_certificate(sc: Cluster) -> None:
-    """`minibroker certs carol`: a client certificate of the cluster's CA, principal
-    User:carol. Over gRPC she sees no topic she may not describe, cannot list offsets or
-    produce there, nor describe a broker; an ACL (Describe) makes the topic visible."""
-    from minibroker.rpc import broker_pb2, broker_pb2_grpc, errors_pb2
-
-    sc.cli("certs", "carol-cert")
-    sc.cli("topics", "create", "grpc-acl", "--partitions", "1", "--replication-factor", "2",
-           "--wait")  # fmt: skip
-    broker = sc.state.by_role("broker")[0].name
-    with _grpc_channel(sc, broker, "carol-cert") as channel:
-        stub = broker_pb2_grpc.BrokerStub(channel)
-        listing = stub.Metadata(broker_pb2.MetadataRequest(), timeout=DEADLINE_S)
-        assert "grpc-acl" not in {t.name for t in listing.topics}
-        named = stub.Metadata(broker_pb2.MetadataRequest(topics=["grpc-acl"]), timeout=DEADLINE_S)
-        assert named.topics[0].error_code == errors_pb2.TOPIC_AUTHORIZATION_FAILED
-        offsets = broker_pb2.ListOffsetsRequest()
-        offsets.topics.add(name="grpc-acl").partitions.add(partition_index=0, timestamp=-1)
-        answer = stub.ListOffsets(offsets, timeout=DEADLINE_S)
-        assert answer.topics[0].partitions[0].error_code == errors_pb2.TOPIC_AUTHORIZATION_FAILED
-        described = stub.DescribeBroker(broker_pb2.DescribeBrokerRequest(), timeout=DEADLINE_S)
-        assert described.error_code == errors_pb2.CLUSTER_AUTHORIZATION_FAILED
-        sc.cli("acls", "add", "--allow-principal", "User:carol-cert", "--operation", "Describe",
-               "--topic", "grpc-acl")  # fmt: skip
-
-        def visible() -> bool:
-            got = stub.Metadata(broker_pb2.MetadataRequest(), timeout=DEADLINE_S)
-            return "grpc-acl" in {t.name for t in got.topics}
-
-        wait_until(visible, timeout_s=ACL_PROPAGATION_BOUND_S, what="the ACL to reach the broker")
