@@ -5,6 +5,7 @@ can only remove what the tests created), with images from deploy/build-images.sh
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import re
@@ -13,7 +14,7 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import pytest
 from minibroker import topology as t
 from minibroker.chaos import ChaosError, compose_up
 from minibroker.core.records import iter_batches
+from minibroker.runtime.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "deploy" / "docker-compose.yml"
@@ -222,6 +224,43 @@ def committed_batches(client: Any, broker: int, topic: str, partition: int, hw: 
         if h.base_offset + h.last_offset_delta < hw:
             out.append(bytes(data[h.position : h.position + h.size]))
     return out
+
+
+def mb(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`minibroker ARGS` from the host, as a reader types it."""
+    result = subprocess.run(
+        [sys.executable, "-m", "minibroker.cli.main", *args],
+        capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL, timeout=timeout,
+    )  # fmt: skip
+    if check:
+        assert result.returncode == 0, f"minibroker {' '.join(args)}: {result.stderr}"
+    return result
+
+
+@contextmanager
+def leader_killer(client: Any, topic: str) -> Iterator[Callable[[], None]]:
+    """A fault for a running test: `cluster kill leader --topic TOPIC --compose` (SIGKILL of
+    the container of its first partition's leader). Every broker it killed is started again
+    after, and waited for until healthy; it must have killed one."""
+    killed: list[str] = []
+
+    def kill() -> None:
+        out = mb("cluster", "kill", "leader", "--topic", topic, "--compose", PROJECT)
+        killed.append(out.stdout.split()[1])  # "kill: broker-N (...)"
+
+    try:
+        yield kill
+    finally:
+        # Only the killed broker is waited for: the walkthrough leaves a killed controller down.
+        for name in killed:
+            mb("cluster", "start", name, "--compose", PROJECT)
+            wait_until(functools.partial(_is_healthy, client, name), timeout_s=90,
+                       what=f"{name} healthy again")  # fmt: skip
+    assert killed, "no leader was killed"
+
+
+def _is_healthy(client: Any, service: str) -> bool:
+    return health(client, service) == "healthy"
 
 
 def cli_env() -> dict[str, str]:

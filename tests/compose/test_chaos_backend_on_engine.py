@@ -24,13 +24,7 @@ OTHER = f"{engine.PROJECT}other"
 
 
 def mb(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "minibroker.cli.main", *args],
-        capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL, timeout=180,
-    )  # fmt: skip
-    if check:
-        assert result.returncode == 0, f"minibroker {' '.join(args)}: {result.stderr}"
-    return result
+    return engine.mb(*args, check=check, timeout=180)
 
 
 def act(action: str, target: str) -> str:

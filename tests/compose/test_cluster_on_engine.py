@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -52,14 +50,7 @@ LAG_MS = DEMO.get_int("replica.lag.time.max.ms")
 SLACK_MS = 2000
 
 
-def mb(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "minibroker.cli.main", *args],
-        capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL, timeout=120,
-    )  # fmt: skip
-    if check:
-        assert result.returncode == 0, f"minibroker {' '.join(args)}: {result.stderr}"
-    return result
+mb = engine.mb
 
 
 def test_the_walkthrough_survives_every_fault(

@@ -17,7 +17,6 @@ import pytest
 
 from minibroker.runtime.waiting import wait_until
 from tests.compose import engine
-from tests.compose.test_cluster_on_engine import mb
 
 pytestmark = [pytest.mark.compose, pytest.mark.integration]
 
@@ -59,7 +58,7 @@ def report(out: str) -> dict[str, Any]:
 
 
 def leo(topic: str) -> int:
-    result = mb("topics", "describe", topic, "--json", "--zk", engine.ZK, check=False)
+    result = engine.mb("topics", "describe", topic, "--json", "--zk", engine.ZK, check=False)
     if result.returncode != 0:
         return 0
     return sum(max(r["log_end_offset"] or 0 for r in p["replicas_state"])
@@ -81,8 +80,8 @@ def test_the_load_generator_in_a_container_survives_a_killed_broker(
     assert verification["acked"] > 0 and verification["missing"] == 0, verification
     # Start the killed broker (`kill: broker-N (...)`) again for what follows.
     name = killed.stdout.split()[1]
-    mb("cluster", "start", name, "--compose", engine.PROJECT)
-    mb("cluster", "wait", "--compose", engine.PROJECT, "--timeout", "60")
+    engine.mb("cluster", "start", name, "--compose", engine.PROJECT)
+    engine.mb("cluster", "wait", "--compose", engine.PROJECT, "--timeout", "60")
 
 
 def test_the_load_generator_runs_on_the_spark_standalone_cluster(

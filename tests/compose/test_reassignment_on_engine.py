@@ -16,7 +16,6 @@ from minibroker.runtime.waiting import wait_until
 from minibroker.runtime.zk_store import ZkStore
 from minibroker.topology import CONTAINER_LOG_DIR
 from tests.compose import engine
-from tests.compose.test_cluster_on_engine import mb
 
 pytestmark = [pytest.mark.compose, pytest.mark.integration]
 
@@ -57,12 +56,12 @@ def test_a_throttled_move_in_the_compose_cluster(
     finally:
         zk.stop()
     described = json.loads(
-        mb("topics", "describe", "moving", "--json", "--zk", engine.ZK).stdout
+        engine.mb("topics", "describe", "moving", "--json", "--zk", engine.ZK).stdout
     )  # fmt: skip
     (p,) = described
     assert p["replicas"] == [3, 2] and set(p["isr"]) == {2, 3}
     hw = max(r["high_watermark"] or 0 for r in p["replicas_state"])
     assert hw == 30000  # every record `produce --acks all` had acknowledged
-    events = mb("events", "--zk", engine.ZK, "--json").stdout
+    events = engine.mb("events", "--zk", engine.ZK, "--json").stdout
     for name in ("reassignment_started", "replica_added", "reassignment_completed"):
         assert name in events, f"no {name} event"

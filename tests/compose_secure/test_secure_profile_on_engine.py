@@ -6,10 +6,7 @@ cannot do to gRPC, ZooKeeper and the dashboard."""
 
 from __future__ import annotations
 
-import functools
 import ssl
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -32,14 +29,7 @@ SECURE = str(engine.SECURE_DIR)
 DEADLINE_S = 60.0
 
 
-def mb(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "minibroker.cli.main", *args],
-        capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL, timeout=120,
-    )  # fmt: skip
-    if check:
-        assert result.returncode == 0, f"minibroker {' '.join(args)}: {result.stderr}"
-    return result
+mb = engine.mb
 
 
 def admin() -> ClientSecurity:
@@ -123,25 +113,9 @@ def test_kafka_clients_over_sasl_ssl_carry_on_when_a_leader_is_killed(
     topic = "secure-stream"
     mb("topics", "create", topic, "--partitions", "3", "--replication-factor", "3",
        "--config", "min.insync.replicas=2", "--wait", "--zk", ZK, "--dir", SECURE)  # fmt: skip
-    killed: list[str] = []
-
-    def kill_leader() -> None:
-        out = mb("cluster", "kill", "leader", "--topic", topic, "--compose", engine.PROJECT)
-        killed.append(out.stdout.split()[1])  # "kill: broker-N (...)"
-
-    try:
-        run = stream_through(
-            KAFKA, topic, "secure-group", kill_leader, security=admin().confluent()
-        )
-    finally:
-        for name in killed:
-            mb("cluster", "start", name, "--compose", engine.PROJECT)
-            wait_until(
-                functools.partial(lambda n: engine.health(client, n) == "healthy", name),
-                timeout_s=90,
-                what=f"{name} healthy again",
-            )
-    assert killed, "no leader was killed"
+    with engine.leader_killer(client, topic) as kill_leader:
+        security = admin().confluent()
+        run = stream_through(KAFKA, topic, "secure-group", kill_leader, security=security)
     assert not run.errors, f"the producer gave up on records: {run.errors[:3]}"
     assert len(run.acked) > 100
     missing = run.missing()
