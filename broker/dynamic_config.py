@@ -6,34 +6,31 @@ At start the broker reads `/config/brokers/<default>` and `/config/brokers/<id>`
 `entity_path` (`topics/<t>`, `brokers/<id>`, `brokers/<default>`) names the entity whose config
 is read again and applied to the hosted partitions (min.insync.replicas takes effect on the next
 produce; segment.bytes and max.message.bytes on the next roll and append; the replication
-throttles on the next fetch). Notifications older than 15 minutes are deleted, by every broker,
-as Kafka's listener purges them (`changeExpirationMs`). Each change is a `config_changed` event.
+throttles on the next fetch). The notifications are followed by broker/zk_notifications.py
+(Kafka's listener, which also deletes those older than 15 minutes). Each change is a
+`config_changed` event.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
 from broker.partition_opener import log_options
 from broker.partition_table import PartitionTable
 from broker.topic_configs import TopicConfigs
+from broker.zk_notifications import ChangeNotificationListener
 from minibroker.core.broker_config import DEFAULT_ENTITY
 from minibroker.core.zk_layout import (
     ConfigEntityChangeNotificationSequenceZNode,
     ConfigEntityChangeNotificationZNode,
     ConfigEntityZNode,
     ZNodeFormatError,
-    sequence_number,
 )
 from minibroker.runtime import logging as slog
-from minibroker.runtime.clock import now_ms
 from minibroker.runtime.settings import Settings
-from minibroker.runtime.zk_store import ZkError, ZkNoNode, ZkStore
-
-CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's ZkNodeChangeNotificationListener default
+from minibroker.runtime.zk_store import ZkStore
 
 
 class DynamicConfigManager:
@@ -52,58 +49,22 @@ class DynamicConfigManager:
         self.partitions = partitions
         self.topic_configs = topic_configs
         self.on_user_changed = on_user_changed
-        self._last_seq = -1
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._changes = ChangeNotificationListener(
+            store,
+            [ConfigEntityChangeNotificationZNode.path],
+            ConfigEntityChangeNotificationSequenceZNode.prefix,
+            self._handle,
+            "config_change_failed",
+        )
 
     async def start(self) -> None:
         """Apply the dynamic broker configs in ZooKeeper now, then follow the notifications."""
         await self._reload_broker_configs(cause="startup")
-        loop = asyncio.get_running_loop()
-
-        def changed(_children: list[str]) -> None:
-            loop.call_soon_threadsafe(self._wake.set)
-
-        await asyncio.to_thread(
-            self.store.watch_children, ConfigEntityChangeNotificationZNode.path, changed
-        )
-        self._task = asyncio.ensure_future(self._run())
+        await self._changes.watch()
+        self._changes.run()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _run(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            try:
-                await self._process_notifications()
-            except ZkError as exc:  # connection trouble: the next change or reconnection retries
-                slog.event("config_change_failed", logging.WARNING, error=str(exc))
-                await asyncio.sleep(1)
-                self._wake.set()
-
-    async def _process_notifications(self) -> None:
-        path = ConfigEntityChangeNotificationZNode.path
-        children = await asyncio.to_thread(self.store.children, path)
-        prefix = ConfigEntityChangeNotificationSequenceZNode.prefix
-        fresh = sorted(
-            (sequence_number(c, prefix), c)
-            for c in children
-            if c.startswith(prefix) and c[len(prefix) :].isdigit()
-        )
-        todo = [(seq, c) for seq, c in fresh if seq > self._last_seq]
-        if todo:
-            got = await asyncio.to_thread(self.store.get_many, [f"{path}/{c}" for _, c in todo])
-            for seq, child in todo:
-                found = got.get(f"{path}/{child}")
-                if found is not None:
-                    await self._handle(child, found[0])
-                self._last_seq = seq
-        await self._purge_obsolete(path, [c for _, c in fresh])
+        await self._changes.stop()
 
     async def _handle(self, child: str, data: bytes | None) -> None:
         try:
@@ -172,15 +133,3 @@ class DynamicConfigManager:
                 error=str(exc),
             )  # fmt: skip
             return {}
-
-    async def _purge_obsolete(self, path: str, children: list[str]) -> None:
-        """Delete notifications older than CHANGE_EXPIRATION_MS (every broker tries; a node
-        another broker deleted first is simply gone)."""
-        if not children:
-            return
-        got = await asyncio.to_thread(self.store.get_many, [f"{path}/{c}" for c in children])
-        cutoff = now_ms() - CHANGE_EXPIRATION_MS
-        old = [p for p, found in got.items() if found is not None and found[1].ctime_ms < cutoff]
-        for p in old:
-            with contextlib.suppress(ZkNoNode, ZkError):
-                await asyncio.to_thread(self.store.delete, p)
