@@ -116,7 +116,10 @@ async def run_broker(settings: Settings) -> int:
                 return 1
             continue
         # A guard per server: it keeps the handlers of its own server (one per listener).
-        servers[e.listener] = grpc.aio.server(options=GRPC_OPTIONS, interceptors=[RequestGuard()])
+        servers[e.listener] = grpc.aio.server(
+            options=GRPC_OPTIONS,
+            interceptors=[*security.grpc_interceptors(e.listener), RequestGuard()],
+        )
         health_pb2_grpc.add_HealthServicer_to_server(health, servers[e.listener])
         creds = security.grpc_credentials(e.listener)
         address = f"{e.host}:{e.port}"

@@ -350,3 +350,11 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
             return broker_pb2.DescribeBrokerResponse(error_code=error_to_wire(code))
 
         return await guarded(self.rm, "DescribeBroker", handle(), failed)
+
+    # ---- Authenticate (a token for a certificate-less client) -----------------------------
+
+    async def Authenticate(  # noqa: N802
+        self, requests: AsyncIterator[Any], context: Any
+    ) -> AsyncIterator[broker_pb2.AuthenticateResponse]:
+        async for answer in self.peers.authenticate(requests, context):
+            yield answer

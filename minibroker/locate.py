@@ -25,6 +25,7 @@ from minibroker.core.zk_layout import (
     ZNodeFormatError,
 )
 from minibroker.localcluster import DEFAULT_DIR, STATE_FILE, ClusterError, ClusterState, zk_session
+from minibroker.localcluster.state import TOKEN_LISTENER
 from minibroker.runtime.zk_store import ZkNoNode
 
 
@@ -135,7 +136,11 @@ def kafka_brokers_in_zookeeper(zk_connect_string: str, listener: str = "") -> li
 
 
 def brokers_in_dir(path: Path) -> list[str]:
-    addresses = [p.address for p in ClusterState.load(path).by_role("broker")]
+    brokers = ClusterState.load(path).by_role("broker")
+    if client_listener() == TOKEN_LISTENER:  # a token login: the certificate-less listener
+        addresses = [f"{p.host}:{p.token_port}" for p in brokers if p.token_port]
+    else:
+        addresses = [p.address for p in brokers]
     if not addresses:
         raise ClusterError(f"the cluster in {path} has no brokers")
     return addresses

@@ -35,6 +35,7 @@ from minibroker.core.errors import ApiError, ErrorCode
 from minibroker.core.security.acl import AclOperation, ResourceType
 from minibroker.core.topic_config import TOPIC_CONFIGS, InvalidTopicConfigValue
 from minibroker.runtime.properties import PROPERTY_BY_NAME
+from minibroker.runtime.settings import Settings
 from minibroker.runtime.zk_errors import ZkError
 
 TOPIC_RESOURCE = 2
@@ -162,9 +163,12 @@ def _entry(
     name: str, value: str, source: ConfigSource, read_only: bool, kind: ConfigType | None,
     synonyms: list[Any],
 ) -> Any:  # fmt: skip
+    # A secret (delegation.token.master.key) as Kafka answers a PASSWORD config: no value.
+    sensitive = Settings.sensitive(name)
     return _Entry(
-        name=name, value=value, read_only=read_only, config_source=int(source),
-        is_default=source == ConfigSource.DEFAULT_CONFIG, is_sensitive=False, synonyms=synonyms,
+        name=name, value=None if sensitive else value, read_only=read_only,
+        config_source=int(source), is_default=source == ConfigSource.DEFAULT_CONFIG,
+        is_sensitive=sensitive, synonyms=[] if sensitive else synonyms,
         config_type=kind.value if kind else 0, documentation=None,
     )  # fmt: skip
 

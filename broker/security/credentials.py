@@ -58,6 +58,9 @@ class CredentialCache:
     def scram(self, mechanism: ScramMechanism, user: str) -> ScramCredential | None:
         return self._users.get(user, {}).get(mechanism)
 
+    def has_user(self, user: str) -> bool:
+        return bool(self._users.get(user))
+
     def check_password(self, user: str, password: str) -> bool:
         """Whether `password` is the user's (any of its SCRAM credentials derives from it).
         Called in a worker thread (the SASL gate's PLAIN): it only reads the cache."""

@@ -18,6 +18,8 @@ from broker.security.authorizer import (
 )
 from broker.security.credentials import CredentialCache
 from broker.security.grpc_peers import GrpcPeerCheck
+from broker.security.grpc_tokens import TokenAuthority
+from broker.security.token_gate import TokenGate
 from minibroker.core.listeners import speaks_kafka, uses_sasl, uses_tls
 from minibroker.core.security.principal_mapping import (
     map_principal,
@@ -38,6 +40,25 @@ class SecurityConfigError(ValueError):
     pass
 
 
+def _grpc_client_auth(settings: Settings, listener: str, inter_broker: str) -> bool:
+    """Whether a TLS gRPC listener requires client certificates (`ssl.client.auth`, or its
+    `listener.name.<listener>.ssl.client.auth`). gRPC cannot ask for an optional certificate,
+    so `requested` is refused; the inter-broker listener must require them (nodes prove who
+    they are by certificate). Without one a client is its token's user, or User:ANONYMOUS."""
+    client_auth = settings.listener_str(listener, "ssl.client.auth")
+    if client_auth not in ("none", "required"):
+        raise SecurityConfigError(
+            f"gRPC listener {listener}: ssl.client.auth={client_auth} is not possible (gRPC "
+            "cannot ask for an optional certificate): use required, or none with tokens"
+        )
+    if listener == inter_broker and client_auth != "required":
+        raise SecurityConfigError(
+            f"gRPC listener {listener} is inter.broker.listener.name: it needs "
+            "ssl.client.auth=required (brokers and controllers prove who they are by certificate)"
+        )
+    return client_auth == "required"
+
+
 class BrokerSecurity:
     def __init__(self, settings: Settings, protocols: Mapping[str, str]) -> None:
         """Raises SecurityConfigError for a setting that cannot work."""
@@ -48,7 +69,7 @@ class BrokerSecurity:
                 if uses_tls(protocol):
                     # ssl.client.auth applies to SSL listeners; SASL_SSL ones authenticate
                     # with SASL and ask for no certificate (as Kafka since KIP-684).
-                    client_auth = settings.get_str("ssl.client.auth")
+                    client_auth = settings.listener_str(listener, "ssl.client.auth")
                     self.tls[listener] = server_context(
                         settings.get_str("ssl.keystore.location"),
                         settings.get_str("ssl.truststore.location"),
@@ -75,10 +96,19 @@ class BrokerSecurity:
         # gRPC listeners on SSL: TLS with the same keystore, and every channel this broker
         # opens (fetchers, controlled shutdown) dials TLS with its certificate.
         self.grpc_tls: TlsFiles | None = None
-        self.grpc_client_auth = settings.get_str("ssl.client.auth") == "required"
+        # Empty: the listener peers pick by themselves (core/listeners.pick).
+        grpc_names = [n for n in protocols if not speaks_kafka(n)]
+        inter_broker = settings.get_str("inter.broker.listener.name") or (
+            "PLAINTEXT" if "PLAINTEXT" in grpc_names else next(iter(grpc_names), "")
+        )
+        self.grpc_client_auth = {
+            n: _grpc_client_auth(settings, n, inter_broker)
+            for n, p in protocols.items()
+            if p == "SSL" and not speaks_kafka(n)
+        }
         # Explicitly, so that a tools' environment a broker inherits is never taken.
         grpc_security.configure_client(None)
-        if any(p == "SSL" and not speaks_kafka(n) for n, p in protocols.items()):
+        if self.grpc_client_auth:
             self.grpc_tls = TlsFiles(
                 settings.get_str("ssl.truststore.location"),
                 settings.get_str("ssl.keystore.location"),
@@ -90,6 +120,12 @@ class BrokerSecurity:
         self.credentials: CredentialCache | None = None
         self.acls: AclCache | None = None
         self.authorizer = BrokerAuthorizer(config, None)
+        self.tokens = TokenAuthority(
+            settings.get_str("delegation.token.master.key").encode(),
+            settings.get_int("delegation.token.expiry.time.ms"),
+            mechanisms,
+            lambda: self.credentials,
+        )
 
     def certificate_principal(self, dn: str | None) -> str:
         """The principal of a TLS client (User:ANONYMOUS without a certificate);
@@ -98,14 +134,20 @@ class BrokerSecurity:
 
     def grpc_credentials(self, listener: str) -> grpc.ServerCredentials | None:
         """A gRPC listener's TLS credentials (None: plaintext)."""
-        if self.protocols.get(listener) != "SSL" or self.grpc_tls is None:
+        if listener not in self.grpc_client_auth or self.grpc_tls is None:
             return None
-        return self.grpc_tls.server_credentials(self.grpc_client_auth)
+        return self.grpc_tls.server_credentials(self.grpc_client_auth[listener])
 
     def grpc_peers(self, listener: str) -> GrpcPeerCheck:
-        """The peer checks of a gRPC listener: enforced with TLS and client certificates."""
-        enforced = self.protocols.get(listener) == "SSL" and self.grpc_client_auth
-        return GrpcPeerCheck(enforced, self.authorizer, listener)
+        """The peer checks of a gRPC listener: enforced on TLS (certificate, token or
+        User:ANONYMOUS); none in the clear."""
+        return GrpcPeerCheck(
+            listener in self.grpc_client_auth, self.authorizer, listener, self.tokens
+        )
+
+    def grpc_interceptors(self, listener: str) -> list[grpc.aio.ServerInterceptor]:
+        """What a TLS gRPC listener checks before any handler: the token a call carries."""
+        return [TokenGate(self.tokens, listener)] if listener in self.grpc_client_auth else []
 
     def sasl(self, listener: str) -> bool:
         return uses_sasl(self.protocols.get(listener, "PLAINTEXT"))

@@ -198,6 +198,8 @@ def render_status(st: localcluster.ClusterStatus) -> str:
             note = f"{note}; Kafka clients: {p.host}:{p.kafka_port}".lstrip("; ")
             if p.kafka_tls_port:
                 note += f" (SASL_SSL), {p.host}:{p.kafka_tls_port} (SSL)"
+            if p.token_port:
+                note += f"; gRPC with a SCRAM login: {p.host}:{p.token_port}"
         if st.process_states[p.name] == "dead" or (
             not st.zk_reachable and p.role not in ("zookeeper", *localcluster.TOOL_ROLES)
         ):

@@ -49,6 +49,8 @@ def add_locate_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="Kafka client properties, as Kafka's tools take them: with ssl.keystore.location "
         "and ssl.truststore.location (or ssl.ca.location) the brokers' TLS listeners are "
-        "dialed with that certificate (default: a secure --dir cluster's admin certificate)",
+        "dialed with that certificate; with sasl.mechanism and a user and password but no "
+        "certificate, the tools log in (SCRAM or PLAIN) on the brokers' TOKEN listener and "
+        "carry the token (default: a secure --dir cluster's admin certificate)",
     )
     add_dir_argument(parser)

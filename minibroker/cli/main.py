@@ -28,8 +28,10 @@ from minibroker.client.errors import ClientError
 from minibroker.core.errors import ApiError
 from minibroker.core.zk_layout import ZNodeFormatError
 from minibroker.localcluster import ClusterError, secure
+from minibroker.localcluster.state import TOKEN_LISTENER
 from minibroker.runtime import grpc_security, zk_auth
 from minibroker.runtime.grpc_security import TlsFiles
+from minibroker.runtime.grpc_token_login import SaslLogin
 from minibroker.runtime.settings import ConfigError
 from minibroker.runtime.zk_server import ZooKeeperNotFound
 from minibroker.runtime.zk_store import ZkError
@@ -75,6 +77,11 @@ def configure_security(args: argparse.Namespace) -> None:
             secure.configure_tools(cluster_dir(args))  # its ZooKeeper login, if secure
         if client.keystore and client.ca_file:
             grpc_security.configure_client(TlsFiles(client.ca_file, client.keystore))
+        elif client.mechanism and client.ca_file:
+            # No certificate: a SCRAM login's token, on the brokers' certificate-less listener.
+            login = SaslLogin(client.mechanism, client.username, client.password)
+            grpc_security.configure_token_client(client.ca_file, login)
+            os.environ.setdefault("MINIBROKER_LISTENER", TOKEN_LISTENER)
         return
     if os.environ.get(zk_auth.ENV_JAAS) or os.environ.get(grpc_security.ENV_CERT):
         return  # taken from the environment when first needed

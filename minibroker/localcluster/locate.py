@@ -77,6 +77,8 @@ class ClusterStatus:
                     # A broker's KAFKA listener: bootstrap for unmodified Kafka clients.
                     "kafka_port": p.kafka_port or None,
                     "kafka_tls_port": p.kafka_tls_port or None,
+                    # gRPC with a SCRAM login's token instead of a client certificate.
+                    "token_port": p.token_port or None,
                     "state": self.process_states[p.name],
                     "alive": self.process_states[p.name] != "dead",
                 }

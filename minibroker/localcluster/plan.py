@@ -108,7 +108,7 @@ def plan(
     listeners = sum(len(topology.node_listeners(n, all_nodes)) for n in all_nodes) if proxy else 0
     if secure and proxy:
         raise ClusterError("--secure and --proxy cannot be combined yet")
-    count = 2 + 2 * (brokers + controllers) + brokers * (2 if secure else 1)
+    count = 2 + 2 * (brokers + controllers) + brokers * (3 if secure else 1)
     count += len(links) + listeners
     free = iter(_ports_below_ephemeral(count) if proxy else free_ports(count))
     zk_port = zk_port or next(free)
@@ -143,23 +143,26 @@ def plan(
         port, metrics_port, kafka_port, settings = _node_settings(
             node, all_nodes, free, broker_port_base, link_ports, targets
         )
-        kafka_tls_port = 0
+        kafka_tls_port = token_port = 0
         if secure:
             settings.update(secure_mode.node_settings(d, node))
         if secure and node.role == "broker":
-            kafka_tls_port = next(free)
+            kafka_tls_port, token_port = next(free), next(free)
             settings.update(
                 secure_mode.broker_settings(
-                    d, node, settings[node.listeners_setting], HOST, kafka_tls_port
+                    d, node, settings[node.listeners_setting], HOST, (kafka_tls_port, token_port)
                 )
             )
         zk_connect = settings.get("zookeeper.connect", "")  # proxied: the node's own link
         args = topology.node_args(node, str(d / node.name / "data"), settings)
+        if token_port:
+            args += ["--config", str(secure_mode.broker_secrets(d))]
         state.processes.append(
             ProcessInfo(
                 metrics_port=metrics_port,
                 kafka_port=kafka_port,
                 kafka_tls_port=kafka_tls_port,
+                token_port=token_port,
                 name=node.name,
                 role=node.role,
                 id=node.node_id,

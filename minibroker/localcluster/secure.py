@@ -11,7 +11,11 @@ read); the tools use the same file when given `--dir`.
 
 gRPC: every node's listener is TLS with client certificates required; a broker takes
 LeaderAndIsr, UpdateMetadata and StopReplica only from a controller's certificate and a
-follower fetch only from that broker's; the tools dial with the admin certificate.
+follower fetch only from that broker's; the tools dial with the admin certificate. Each broker
+also has a TOKEN gRPC listener, TLS without client certificates, for clients that log in with
+SCRAM and carry the token they get (`--command-config` with SASL properties and no
+certificate); its key, `delegation.token.master.key`, is in `DIR/security/broker-secrets.properties`
+(0600), which every broker reads with `--config`.
 
 The dashboard (`cluster up --dashboard`, `minibroker dashboard --dir`) is served over TLS with
 its own certificate and needs a login (dashboard/auth.py)."""
@@ -26,7 +30,7 @@ from pathlib import Path
 
 from minibroker import topology
 from minibroker.dashboard.auth import DashboardAuth
-from minibroker.localcluster.state import ADMIN_CONFIG
+from minibroker.localcluster.state import ADMIN_CONFIG, TOKEN_LISTENER
 from minibroker.runtime import grpc_security, zk_auth
 from minibroker.runtime.grpc_security import TlsFiles
 from minibroker.runtime.zk_client import ZkClient
@@ -39,6 +43,7 @@ SECURITY_DIR = "security"
 ADMIN = "admin"
 ADMIN_SSL_CONFIG = "admin-ssl.properties"
 KAFKA_SSL_LISTENER = "KAFKA_SSL"
+BROKER_SECRETS = "broker-secrets.properties"
 # A certificate CN=<name>,OU=<role>,O=minibroker is the principal User:<name>.
 PRINCIPAL_RULES = r"RULE:^CN=([^,]*),OU=[^,]*,O=minibroker$/$1/,DEFAULT"
 HOSTS = ("localhost", "127.0.0.1")
@@ -69,12 +74,20 @@ def security_dir(cluster_dir: Path) -> Path:
     return cluster_dir / SECURITY_DIR
 
 
+def broker_secrets(cluster_dir: Path) -> Path:
+    """The brokers' settings that are secrets (the token key): a file, not a command line."""
+    return security_dir(cluster_dir) / BROKER_SECRETS
+
+
 def prepare(cluster_dir: Path, nodes: list[topology.Node]) -> SecureCluster:
     """Certificates and the admin's client settings (ZooKeeper untouched: see add_admin)."""
     sec = security_dir(cluster_dir)
     for node in nodes:
         make_node_cert(sec, node.name, node.role, HOSTS)
     admin_cert = make_node_cert(sec, ADMIN, "client", HOSTS)
+    fd = os.open(broker_secrets(cluster_dir), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(f"delegation.token.master.key={secrets.token_urlsafe(32)}\n")
     make_node_cert(sec, DASHBOARD, DASHBOARD, HOSTS)
     cluster = SecureCluster(cluster_dir, secrets.token_urlsafe(18))
     zk_auth.write_jaas(sec / ZK_JAAS, ZK_USER, secrets.token_urlsafe(18))
@@ -164,17 +177,23 @@ def tools_tls(cluster_dir: Path) -> TlsFiles | None:
 
 
 def broker_settings(
-    cluster_dir: Path, node: topology.Node, listeners: str, host: str, tls_port: int
+    cluster_dir: Path, node: topology.Node, listeners: str, host: str, ports: tuple[int, int]
 ) -> dict[str, str]:
-    """What a secure broker's deployment settings become: its `listeners` plus KAFKA_SSL on
-    `tls_port`, the protocols, its certificate, and the authorizer."""
+    """What a secure broker's deployment settings become: its `listeners` plus KAFKA_SSL and
+    TOKEN on `ports`, the protocols, its certificate, and the authorizer."""
+    tls_port, token_port = ports
     out = {
         "ssl.principal.mapping.rules": PRINCIPAL_RULES,
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": f"User:{ADMIN}",
+        f"listener.name.{TOKEN_LISTENER.lower()}.ssl.client.auth": "none",
     }
-    out[node.listeners_setting] = f"{listeners},{KAFKA_SSL_LISTENER}://{host}:{tls_port}"
-    out["listener.security.protocol.map"] = f"PLAINTEXT:SSL,KAFKA:SASL_SSL,{KAFKA_SSL_LISTENER}:SSL"
+    out[node.listeners_setting] = (
+        f"{listeners},{KAFKA_SSL_LISTENER}://{host}:{tls_port},{TOKEN_LISTENER}://{host}:{token_port}"
+    )
+    out["listener.security.protocol.map"] = (
+        f"PLAINTEXT:SSL,KAFKA:SASL_SSL,{KAFKA_SSL_LISTENER}:SSL,{TOKEN_LISTENER}:SSL"
+    )
     return out
 
 

@@ -33,6 +33,9 @@ class ClusterError(RuntimeError):
     """A cluster command cannot be carried out; the message says why and what to do."""
 
 
+TOKEN_LISTENER = "TOKEN"  # `up --secure`: brokers' gRPC listener for SCRAM login tokens
+
+
 @dataclass
 class ProcessInfo:
     name: str
@@ -48,6 +51,7 @@ class ProcessInfo:
     metrics_port: int = 0  # brokers' Prometheus endpoint on 127.0.0.1; 0 = none
     kafka_port: int = 0  # a broker's KAFKA listener (Kafka's wire protocol); 0 = none
     kafka_tls_port: int = 0  # `up --secure`: its KAFKA_SSL listener (client certificates)
+    token_port: int = 0  # `up --secure`: its TOKEN gRPC listener (SCRAM login tokens)
 
     @property
     def address(self) -> str:

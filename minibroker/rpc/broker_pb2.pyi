@@ -495,3 +495,27 @@ class RemoteReplicaDescription(_message.Message):
     last_caught_up_ms_ago: int
     log_start_offset: int
     def __init__(self, broker_id: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., last_caught_up_ms_ago: _Optional[int] = ..., log_start_offset: _Optional[int] = ...) -> None: ...
+
+class AuthenticateRequest(_message.Message):
+    __slots__ = ("mechanism", "sasl_token")
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    SASL_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    mechanism: str
+    sasl_token: bytes
+    def __init__(self, mechanism: _Optional[str] = ..., sasl_token: _Optional[bytes] = ...) -> None: ...
+
+class AuthenticateResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "sasl_token", "access_token", "expiry_ms", "principal")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SASL_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ACCESS_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_MS_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    sasl_token: bytes
+    access_token: str
+    expiry_ms: int
+    principal: str
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., sasl_token: _Optional[bytes] = ..., access_token: _Optional[str] = ..., expiry_ms: _Optional[int] = ..., principal: _Optional[str] = ...) -> None: ...

@@ -74,6 +74,11 @@ class BrokerStub:
                 request_serializer=minibroker_dot_rpc_dot_broker__pb2.DescribeBrokerRequest.SerializeToString,
                 response_deserializer=minibroker_dot_rpc_dot_broker__pb2.DescribeBrokerResponse.FromString,
                 _registered_method=True)
+        self.Authenticate = channel.stream_stream(
+                '/minibroker.v1.Broker/Authenticate',
+                request_serializer=minibroker_dot_rpc_dot_broker__pb2.AuthenticateRequest.SerializeToString,
+                response_deserializer=minibroker_dot_rpc_dot_broker__pb2.AuthenticateResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -132,6 +137,15 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Authenticate(self, request_iterator, context):
+        """minibroker extension: a SASL exchange (SCRAM-SHA-256/512 or PLAIN, as Kafka's
+        SaslAuthenticate carries it) that ends in a token the client's later calls carry as
+        `authorization: Bearer <token>` (minibroker.core.security.tokens), on a TLS listener.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -174,6 +188,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.DescribeBroker,
                     request_deserializer=minibroker_dot_rpc_dot_broker__pb2.DescribeBrokerRequest.FromString,
                     response_serializer=minibroker_dot_rpc_dot_broker__pb2.DescribeBrokerResponse.SerializeToString,
+            ),
+            'Authenticate': grpc.stream_stream_rpc_method_handler(
+                    servicer.Authenticate,
+                    request_deserializer=minibroker_dot_rpc_dot_broker__pb2.AuthenticateRequest.FromString,
+                    response_serializer=minibroker_dot_rpc_dot_broker__pb2.AuthenticateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -392,6 +411,33 @@ class Broker:
             '/minibroker.v1.Broker/DescribeBroker',
             minibroker_dot_rpc_dot_broker__pb2.DescribeBrokerRequest.SerializeToString,
             minibroker_dot_rpc_dot_broker__pb2.DescribeBrokerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Authenticate(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/minibroker.v1.Broker/Authenticate',
+            minibroker_dot_rpc_dot_broker__pb2.AuthenticateRequest.SerializeToString,
+            minibroker_dot_rpc_dot_broker__pb2.AuthenticateResponse.FromString,
             options,
             channel_credentials,
             insecure,

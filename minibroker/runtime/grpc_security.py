@@ -9,7 +9,8 @@ peer is (its certificate's CN and OU: `broker-2`/`broker`, `controller-1`/`contr
 
 Clients: brokers and controllers use their own keystore; tools take the --dir cluster's admin
 certificate or $MINIBROKER_TLS_CA and $MINIBROKER_TLS_CERT (a PEM with key and chain), which the
-load generator's Spark workers inherit."""
+load generator's Spark workers inherit; or, given SASL client properties and no certificate, no
+certificate and a SCRAM login's token (configure_token_client)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+
+from minibroker.runtime.grpc_token_login import SaslLogin, TokenCredentials
 
 ENV_CA = "MINIBROKER_TLS_CA"
 ENV_CERT = "MINIBROKER_TLS_CERT"
@@ -78,6 +81,18 @@ def configure_client(files: TlsFiles | None) -> None:
     """Every channel this process opens from now on uses TLS with these files (None: none)."""
     global _client, _configured
     _client = None if files is None else files.channel_credentials()
+    _configured = True
+
+
+def configure_token_client(ca_file: str, who: SaslLogin) -> None:
+    """Every channel this process opens from now on uses TLS without a certificate and logs
+    in as `who` (grpc_token_login): for a listener with `ssl.client.auth=none`."""
+    global _client, _configured
+    ca = _read(ca_file, "the CA file")
+    _client = grpc.composite_channel_credentials(
+        grpc.ssl_channel_credentials(root_certificates=ca),
+        grpc.metadata_call_credentials(TokenCredentials(who, ca), name="scram-token"),
+    )
     _configured = True
 
 

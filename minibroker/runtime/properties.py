@@ -18,6 +18,7 @@ class Property:
     type: type
     default: Any
     doc: str
+    sensitive: bool = False  # a secret: shown as [hidden], never sent in DescribeConfigs
 
 
 # A log's append touches its active segment and index: a few more for recovery threads.
@@ -52,6 +53,14 @@ PROPERTIES: tuple[Property, ...] = (
     _P("ssl.keystore.location", str, "", "PEM file: this node's private key and certificate"),
     _P("ssl.truststore.location", str, "", "PEM file: the CA certificates peers are checked with"),
     _P("ssl.client.auth", str, "none", "client certificates on SSL listeners: none|requested|..."),
+    _P(
+        "delegation.token.master.key",
+        str,
+        "",
+        "the key gRPC login tokens are signed with (the same on every broker); empty = no tokens",
+        sensitive=True,
+    ),
+    _P("delegation.token.expiry.time.ms", int, 86_400_000, "how long a gRPC login token lasts"),
     _P(
         "ssl.principal.mapping.rules",
         str,
@@ -247,6 +256,11 @@ PROPERTIES: tuple[Property, ...] = (
     ),
 )
 PROPERTY_BY_NAME: Mapping[str, Property] = {p.name: p for p in PROPERTIES}
+
+# Settings a listener may override as `listener.name.<listener, lower case>.<name>` (Kafka's
+# per-listener security configs, KIP-103).
+LISTENER_PREFIX = "listener.name."
+PER_LISTENER = frozenset({"ssl.client.auth"})
 
 # Timing profiles. "kafka" is Kafka 2.6's defaults. "demo" makes failover a matter of seconds:
 # a stalled follower leaves the ISR after 3-4.5 s (isr-expiration runs every lag/2, reference

@@ -19,7 +19,9 @@ from minibroker.core.planted_bugs import PlantedBug
 from minibroker.runtime.properties import (
     DEFAULT_PROFILE,
     DEFAULT_ZK_CONNECT,
+    LISTENER_PREFIX,
     MIN_OPEN_FILES,
+    PER_LISTENER,
     PROFILES,
     PROPERTIES,
     PROPERTY_BY_NAME,
@@ -60,8 +62,26 @@ def _convert(prop: Property, raw: Any) -> Any:
     return text
 
 
+HIDDEN = "[hidden]"  # how a secret setting is shown (Kafka logs password configs so)
+
+
+def _per_listener(name: str) -> Property | None:
+    """`listener.name.<listener>.<setting>` for a setting listeners may override."""
+    if not name.startswith(LISTENER_PREFIX):
+        return None
+    listener, _, base = name[len(LISTENER_PREFIX) :].partition(".")
+    prop = PROPERTY_BY_NAME.get(base)
+    if not listener or prop is None or base not in PER_LISTENER:
+        return None
+    return Property(name, prop.type, prop.default, f"{prop.doc} (listener {listener})")
+
+
+def _shown(name: str, value: Any) -> str:
+    return HIDDEN if value != "" and Settings.sensitive(name) else _text(value)
+
+
 def _check_name(name: str) -> Property:
-    prop = PROPERTY_BY_NAME.get(name)
+    prop = PROPERTY_BY_NAME.get(name) or _per_listener(name)
     if prop is None:
         close = difflib.get_close_matches(name, PROPERTY_BY_NAME, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -228,6 +248,16 @@ class Settings:
     def get_str(self, name: str) -> str:
         return str(self._values[_check_name(name).name])
 
+    def listener_str(self, listener: str, name: str) -> str:
+        """`name` for one listener: `listener.name.<listener>.<name>` if set, else `name`."""
+        prefixed = f"{LISTENER_PREFIX}{listener.lower()}.{name}"
+        return str(self._values.get(prefixed, self.get_str(name)))
+
+    @staticmethod
+    def sensitive(name: str) -> bool:
+        prop = PROPERTY_BY_NAME.get(name)
+        return prop is not None and prop.sensitive
+
     def get_bool(self, name: str) -> bool:
         return bool(self._values[_check_name(name).name])
 
@@ -243,15 +273,16 @@ class Settings:
         )
 
     def as_strings(self) -> dict[str, str]:
-        """Every property as Kafka would print it (booleans lower-case), dynamic values in."""
-        return {k: _text(v) for k, v in sorted(self._values.items())}
+        """Every property as Kafka would print it (booleans lower-case, secrets hidden),
+        dynamic values in."""
+        return {k: _shown(k, v) for k, v in sorted(self._values.items())}
 
     def static_strings(self) -> dict[str, str]:
         """The settings given explicitly (profile, file, flags), as strings."""
         return {k: v for k, v in self._static_strings().items() if k in self.explicit}
 
     def _static_strings(self) -> dict[str, str]:
-        return {k: _text(v) for k, v in sorted(self._static.items())}
+        return {k: _shown(k, v) for k, v in sorted(self._static.items())}
 
     @property
     def dynamic(self) -> tuple[dict[str, str], dict[str, str]]:

@@ -116,3 +116,21 @@ def test_retention_and_roll_take_kafkas_coarser_units_when_ms_is_not_given() -> 
         Settings.load(environ={}, overrides=["log.retention.hours=-1"]).get_int("log.retention.ms")
         == -1
     )
+
+
+def test_a_listener_may_override_ssl_client_auth() -> None:
+    """Kafka's `listener.name.<listener>.ssl.client.auth` (KIP-103): the listener's own value
+    first, else the broker-wide one; a setting listeners cannot override is an unknown name."""
+    s = load(overrides=["ssl.client.auth=required", "listener.name.token.ssl.client.auth=none"])
+    assert s.listener_str("TOKEN", "ssl.client.auth") == "none"
+    assert s.listener_str("PLAINTEXT", "ssl.client.auth") == "required"
+    with pytest.raises(ConfigError, match="unknown property"):
+        load(overrides=["listener.name.token.log.retention.ms=1"])
+
+
+def test_the_token_master_key_is_never_shown() -> None:
+    s = load(overrides=["delegation.token.master.key=s3cret"])
+    assert s.get_str("delegation.token.master.key") == "s3cret"
+    assert s.as_strings()["delegation.token.master.key"] == "[hidden]"
+    assert "s3cret" not in str(s.static_strings())
+    assert load().as_strings()["delegation.token.master.key"] == ""
