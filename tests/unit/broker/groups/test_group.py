@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from broker.groups.group import Group, GroupState, Member
-from broker.groups.placement import coordinator_for, java_string_hash
+from broker.groups.placement import coordinator_for
+from minibroker.core.coordinator_log.partitioning import java_string_hash
 from minibroker.core.errors import ErrorCode
 
 DELAY = 300

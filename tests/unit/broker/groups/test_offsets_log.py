@@ -1,0 +1,90 @@
+"""A group coordinator's load of `__consumer_offsets` and Kafka 2.6's offset expiry
+(GroupMetadataManagerTest: testLoadOffsetsWithTombstones, testLoadGroupWithTombstone,
+testOffsetExpirationSemantics, testOffsetExpirationOfSimpleConsumer,
+testOffsetExpirationOfActiveGroupSemantics)."""
+
+from __future__ import annotations
+
+from broker.groups.offsets_log import CommittedOffset, expired_offsets, replay
+from minibroker.core.coordinator_log.group_records import (
+    GroupKey,
+    GroupValue,
+    OffsetKey,
+    OffsetValue,
+    group_key,
+    group_value,
+    offset_key,
+    offset_value,
+)
+from minibroker.core.types import TopicPartition
+
+T0 = TopicPartition("t", 0)
+T1 = TopicPartition("t", 1)
+U0 = TopicPartition("u", 0)
+DAY = 86_400_000
+
+
+def commit(group: str, tp: TopicPartition, offset: int, ts: int = 0) -> tuple[bytes, bytes]:
+    return offset_key(OffsetKey(group, tp.topic, tp.partition)), offset_value(
+        OffsetValue(offset, "", ts)
+    )
+
+
+def test_later_records_win_and_tombstones_remove() -> None:
+    k0, v0 = commit("g", T0, 5)
+    _, v0b = commit("g", T0, 9)
+    k1, v1 = commit("g", T1, 3)
+    gk = group_key(GroupKey("g"))
+    gv = group_value(GroupValue("consumer", 1, "range", None, 100))
+    log = replay([(k0, v0, 0), (k1, v1, 1), (k0, v0b, 2), (k1, None, 3), (gk, gv, 4)])
+    assert {tp: c.value.offset for tp, c in log.offsets["g"].items()} == {T0: 9}
+    assert log.offsets["g"][T0].record_offset == 2
+    assert log.groups["g"].generation == 1
+    gone = replay([(gk, gv, 0), (gk, None, 1), (*commit("h", T0, 1), 2)])
+    assert "g" not in gone.groups and gone.group_ids() == {"h"}
+
+
+def test_a_record_that_does_not_decode_is_skipped_and_said() -> None:
+    k, v = commit("g", T0, 5)
+    log = replay([(None, b"x", 0), (b"\x00\x09junk", v, 1), (k, b"\x00\x07", 2), (k, v, 3)])
+    assert [o for o, _ in log.skipped] == [0, 1, 2]
+    assert log.offsets["g"][T0].value.offset == 5
+
+
+def offsets(*entries: tuple[TopicPartition, int]) -> dict[TopicPartition, CommittedOffset]:
+    return {tp: CommittedOffset(OffsetValue(1, "", ts), 0) for tp, ts in entries}
+
+
+def expire(**kw: object) -> set[TopicPartition]:
+    args: dict[str, object] = dict(
+        protocol_type="consumer", empty=True, subscribed_topics=None,
+        current_state_timestamp=None, pending=set(), now_ms=10 * DAY, retention_ms=7 * DAY,
+    )  # fmt: skip
+    args.update(kw)
+    return expired_offsets(args.pop("offsets"), **args)  # type: ignore[arg-type]
+
+
+def test_an_empty_group_expires_from_when_it_became_empty() -> None:
+    o = offsets((T0, 0), (T1, 9 * DAY))
+    assert expire(offsets=o, current_state_timestamp=3 * DAY) == {T0, T1}
+    assert expire(offsets=o, current_state_timestamp=4 * DAY) == set()
+    assert expire(offsets=o) == {T0}  # no state time (an old record): each commit's time
+    assert expire(offsets=o, current_state_timestamp=3 * DAY, pending={T1}) == {T0}
+
+
+def test_a_consumer_group_with_members_expires_only_unsubscribed_topics() -> None:
+    o = offsets((T0, 0), (U0, 0))
+    assert expire(offsets=o, empty=False, subscribed_topics={"t"}) == {U0}
+    assert expire(offsets=o, empty=False, subscribed_topics=None) == set()
+    assert expire(offsets=o, empty=False, protocol_type="connect", subscribed_topics={"t"}) == set()
+
+
+def test_standalone_consumers_offsets_expire_from_their_commit() -> None:
+    o = offsets((T0, 0), (T1, 5 * DAY))
+    assert expire(offsets=o, protocol_type=None, empty=True) == {T0}
+
+
+def test_an_old_explicit_expire_timestamp_wins() -> None:
+    o = {T0: CommittedOffset(OffsetValue(1, "", 0, expire_timestamp=11 * DAY), 0)}
+    assert expire(offsets=o, current_state_timestamp=0) == set()
+    assert expire(offsets=o, now_ms=11 * DAY) == {T0}
