@@ -97,8 +97,9 @@ class ExecutedFault:
 class FaultDriver(threading.Thread):
     """Carries the faults out on `backend` (None only without faults) at their offsets from
     the moment `load_started()` first returns True (polled; None: from `start()`); `stop()`
-    ends it early (faults not yet due are skipped). Each executed fault is printed and kept in
-    `executed`. `open_reader` replaces ZooKeeper for resolving aliases (tests)."""
+    ends it early (faults not yet due are skipped, but those that bring a process back run).
+    Each executed fault is printed and kept in `executed`. `open_reader` replaces ZooKeeper for
+    resolving aliases (tests)."""
 
     POLL_S = 0.2
 
@@ -140,11 +141,21 @@ class FaultDriver(threading.Thread):
                     return
             self._say("loadgen: the first records are in the topic: the fault clock starts")
         self._start_ms = monotonic_ms()
-        for fault in self.faults:
+        for i, fault in enumerate(self.faults):
             delay_s = fault.at_s - (monotonic_ms() - self._start_ms) / 1000
             if self._stopping.wait(max(0.0, delay_s)):
+                self._bring_back(self.faults[i:])
                 return
             self.executed.append(self._execute(fault))
+
+    def _bring_back(self, left: Sequence[Fault]) -> None:
+        """The load ended before these were due: the ones that bring a process back (resume,
+        start, restart) still run, at once, so that a run never leaves the cluster broken
+        because its load was faster than planned; the others are skipped."""
+        if self.executed:
+            for fault in left:
+                if fault.action in _REUSE:
+                    self.executed.append(self._execute(fault))
 
     def _execute(self, fault: Fault) -> ExecutedFault:
         process: str | None = None

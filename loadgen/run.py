@@ -225,8 +225,11 @@ def _produce(
         progress.stop()
         driver.stop()
     skipped = len(plan.faults) - len(driver.executed)
+    late = sum(1 for f in driver.executed if f.offset_s < f.planned_s)
     if skipped:
         say(f"loadgen: {skipped} fault(s) were due after the load ended and were skipped")
+    if late:
+        say(f"loadgen: {late} fault(s) bringing a process back ran early, as the load ended")
     return started_ms, finished_ms, [f.to_json() for f in driver.executed]
 
 

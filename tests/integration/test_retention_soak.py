@@ -77,7 +77,7 @@ def test_a_long_run_with_short_retention_keeps_disks_bounded_and_loses_nothing_r
              "--record-size", str(RECORD_BYTES), "--topic", "soak", "--master", "local[2]",
              "--dir", str(d), "--out", str(tmp_path / "run"),
              "--fault", f"at={int(SOAK_S * 0.2)}s kill broker-{victim}",
-             "--fault", f"at={int(SOAK_S * 0.7)}s restart broker-{victim}"],
+             "--fault", f"at={int(SOAK_S * 0.5)}s restart broker-{victim}"],
             capture_output=True, text=True, timeout=SOAK_S + 600, check=False,
             stdin=subprocess.DEVNULL,
         )  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from loadgen.faults import Fault, FaultDriver, FaultError, parse_fault, parse_faults
+from minibroker.runtime.waiting import wait_until
 from tests.unit.chaos.fakes import FakeBackend, FakeLeadership, process_nodes
 
 
@@ -122,6 +123,21 @@ def test_stop_skips_faults_not_yet_due() -> None:
     driver.start()
     driver.stop()
     assert not driver.is_alive() and driver.executed == [] and backend.performed == []
+
+
+def test_a_load_that_ends_early_still_brings_back_what_it_took_down() -> None:
+    """A stream that caught up ended before its restart was due: the restart runs at once
+    (the kill before it did run), a later kill does not."""
+    backend = FakeBackend(process_nodes())
+    driver = FaultDriver(
+        parse_faults(["at=0s kill broker-1", "at=60s restart broker-1", "at=61s kill broker-2"]),
+        backend, "t", say=lambda _: None,
+    )  # fmt: skip
+    driver.start()
+    wait_until(lambda: driver.executed, timeout_s=10, what="the kill")
+    driver.stop()
+    assert backend.performed == [("kill", "broker-1"), ("restart", "broker-1")]
+    assert driver.executed[1].offset_s < driver.executed[1].planned_s
 
 
 def test_faults_need_a_backend() -> None:
