@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from broker.replica_manager import ReplicaManager
 from minibroker.client import admin_zk
 from minibroker.core.errors import ApiError, ErrorCode
+from minibroker.core.types import INTERNAL_TOPICS
 from minibroker.runtime import logging as slog
 from minibroker.runtime.zk_errors import ZkError
 
@@ -31,7 +32,7 @@ async def maybe_create(
     for topic in topics:
         if topic in known:
             continue
-        if not enabled:
+        if not enabled or topic in INTERNAL_TOPICS:  # internal ones: their coordinator's
             out[topic] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             continue
         partitions = rm.settings.get_int("num.partitions")

@@ -53,6 +53,8 @@ class MetadataCache:
     # Woken by every update: admin requests wait for their change to reach this cache, as
     # Kafka's delayed topic operations wait on the metadata cache.
     _waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    # Told the partitions each update deleted (KafkaApis hands them to the group coordinator).
+    deleted_listeners: list[Callable[[list[TopicPartition]], None]] = field(default_factory=list)
 
     async def wait_for(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         """Until `condition()` holds after an update (or already does); False on timeout."""
@@ -95,6 +97,9 @@ class MetadataCache:
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
+        if deleted:
+            for listener in self.deleted_listeners:
+                listener(deleted)
         return deleted
 
     def is_alive(self, broker_id: int) -> bool:

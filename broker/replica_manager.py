@@ -13,8 +13,10 @@ import asyncio
 import dataclasses
 import logging
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
+from broker.append_refusals import INTERNAL_TOPIC_REFUSAL, append_refusal
 from broker.delayed import AcksAllWaiters, DelayedFetch, DelayedProduce, Linger
 from broker.delete_records import RecordDeletion
 from broker.fetch import reads as fetch_reads
@@ -27,11 +29,7 @@ from broker.log_manager import LogManager
 from broker.metadata_cache import LiveBroker, MetadataCache, PartitionMetadata
 from broker.metrics import BrokerMetrics
 from broker.partition_opener import PartitionOpener, load_checkpointed_high_watermarks
-from broker.partition_table import (
-    FetcherServices,
-    IsrTaskServices,
-    PartitionTable,
-)
+from broker.partition_table import FetcherServices, IsrTaskServices, PartitionTable
 from broker.purgatory import Purgatory
 from broker.replication.partition import Partition
 from broker.replication_quotas import ReplicationQuotas
@@ -48,7 +46,7 @@ from broker.types import (
 )
 from minibroker.core.errors import ErrorCode
 from minibroker.core.records import RecordError
-from minibroker.core.types import TopicPartition
+from minibroker.core.types import INTERNAL_TOPICS, TopicPartition
 from minibroker.runtime import logging as slog
 from minibroker.runtime.clock import monotonic_ms
 from minibroker.runtime.settings import Settings
@@ -95,6 +93,8 @@ class ReplicaManager:
                 note="TEST ONLY: this broker runs a known-wrong replication rule on purpose",
             )
         self.first_leader_and_isr = asyncio.Event()
+        # Kafka's onLeadershipChange: told (tp, leader?) after each role change and stop.
+        self.leadership_listeners: list[Callable[[TopicPartition, bool], None]] = []
         # HWs read at start-up, kept for partitions not hosted (yet) so a checkpoint rewrite
         # does not forget them (Kafka keeps every log of the dir in its checkpoint).
         self.checkpointed_hw = load_checkpointed_high_watermarks(log_dir)
@@ -148,8 +148,7 @@ class ReplicaManager:
         return monotonic_ms()
 
     def partition(self, tp: TopicPartition) -> Partition | None:
-        hosted = self.partitions.get(tp)
-        return hosted.partition if hosted else None
+        return hosted.partition if (hosted := self.partitions.get(tp)) else None
 
     def on_partition_changed(self, tp: TopicPartition) -> None:
         """LEO, HW or leadership of `tp` changed: re-test the operations waiting on it."""
@@ -161,14 +160,24 @@ class ReplicaManager:
     # ---- produce (reference §2.10, §3.6) --------------------------------------------------
 
     async def append_records(
-        self, acks: int, timeout_ms: int, batches: dict[TopicPartition, bytes]
+        self,
+        acks: int,
+        timeout_ms: int,
+        batches: dict[TopicPartition, bytes],
+        *,
+        internal: bool = False,
     ) -> dict[TopicPartition, ProduceResult]:
+        """Only the coordinators (`internal`) append to internal topics, as Kafka's
+        internalTopicsAllowed; a client gets INVALID_TOPIC_EXCEPTION."""
         if acks not in (-1, 0, 1):
             return {tp: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS) for tp in batches}
+        shut = () if internal else INTERNAL_TOPICS
+        out = {tp: INTERNAL_TOPIC_REFUSAL for tp in batches if tp.topic in shut}
+        batches = {tp: b for tp, b in batches.items() if tp not in out}
         if acks != -1:
-            return {tp: self._append_to_leader(tp, data, acks)[0] for tp, data in batches.items()}
+            return out | {tp: self._append_to_leader(tp, d, acks)[0] for tp, d in batches.items()}
         with self._acks_all.waiting(batches):  # followers' fetches of these answer at once
-            return await self._append_and_wait(timeout_ms, batches)
+            return out | await self._append_and_wait(timeout_ms, batches)
 
     async def _append_and_wait(
         self, timeout_ms: int, batches: dict[TopicPartition, bytes]
@@ -196,7 +205,7 @@ class ReplicaManager:
         p, log = hosted.partition, hosted.log
         error = p.check_append(acks)
         if error is not ErrorCode.NONE:
-            return ProduceResult(error, message=_append_refusal(error, p)), None
+            return ProduceResult(error, message=append_refusal(error, p)), None
         try:
             info = log.append_as_leader(data, p.leader_epoch)
         except RecordError as exc:
@@ -326,11 +335,14 @@ class ReplicaManager:
                 errors[item.tp] = ErrorCode.STALE_CONTROLLER_EPOCH
         for item in accepted:
             hosted = self.partitions[item.tp]
-            if item.state.leader == self.broker_id:
+            leader = item.state.leader == self.broker_id
+            if leader:
                 make_leader(hosted, item, self.fetchers, self.now_ms())
                 self.on_partition_changed(item.tp)
             else:
                 make_follower(hosted, item, self.fetchers, self.metadata, self.on_partition_changed)
+            for listener in self.leadership_listeners:
+                listener(item.tp, leader)
         self.first_leader_and_isr.set()
         return ErrorCode.NONE, errors
 
@@ -374,6 +386,8 @@ class ReplicaManager:
             if (stopped := self.partitions.pop(item.tp, None)) is not None:
                 stopped.log.close()  # its file descriptors go back to the pool
             self.on_partition_changed(item.tp)
+            for listener in self.leadership_listeners:
+                listener(item.tp, False)
             if item.delete:
                 await asyncio.to_thread(
                     shutil.rmtree, partition_dir(self.log_dir, item.tp), ignore_errors=True
@@ -383,12 +397,3 @@ class ReplicaManager:
             errors[item.tp] = ErrorCode.NONE
             slog.event("replica_stopped", tp=str(item.tp), deleted=item.delete)
         return ErrorCode.NONE, errors
-
-
-def _append_refusal(error: ErrorCode, p: Partition) -> str:
-    if error is ErrorCode.NOT_ENOUGH_REPLICAS:
-        return (
-            f"ISR {sorted(p.isr)} has fewer than min.insync.replicas={p.min_insync_replicas}; "
-            "nothing was appended"
-        )
-    return ""

@@ -1,8 +1,16 @@
-"""The group coordinator of one broker, on its event loop: the groups this broker coordinates
-(group.py decides), the JoinGroup and SyncGroup answers that wait, the rebalance deadlines and
-the session expiry, and committed offsets (offsets.py). Group membership lives in memory, as
-in Kafka; when the coordinator moves (the live brokers change) the members find the new one,
-which does not know them, and join again. Committed offsets are in ZooKeeper and survive it."""
+"""The group coordinator of one broker (Kafka's GroupCoordinator), on its event loop.
+
+A group belongs to partition abs(hash(group)) % offsets.topic.num.partitions of
+`__consumer_offsets`; the leader of that partition coordinates it (FindCoordinator answers that
+leader, creating the topic on first use). Becoming leader, the broker loads the partition
+(offsets_manager.py: COORDINATOR_LOAD_IN_PROGRESS meanwhile) and with it every group's last
+stored generation and members, who go on heartbeating without a rebalance; losing it, the broker
+forgets those groups and answers their waiting requests NOT_COORDINATOR. So a coordinator's
+failover *is* a leader election, and a committed offset is exactly as safe as an acknowledged
+record. Membership rules are group.py's; this shell holds the waiting JoinGroup and SyncGroup
+answers, the rebalance deadlines and the session expiry, and stores each settled generation (the
+leader's assignment, before anyone gets it) and each group that became empty. Offsets:
+group_offsets.py."""
 
 from __future__ import annotations
 
@@ -10,14 +18,18 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from typing import Any
 
 from broker.groups.group import Group, GroupState, JoinResult, Member
-from broker.groups.offsets import OffsetStore
-from broker.groups.placement import coordinator_for
+from broker.groups.group_offsets import GroupOffsets
+from broker.groups.offsets_manager import OffsetsManager
+from broker.groups.offsets_topic import group_store_error
+from broker.groups.persisted import group_value, loaded_group
+from broker.log.log_types import wall_clock_ms
 from broker.replica_manager import ReplicaManager
 from minibroker.core.errors import ErrorCode
+from minibroker.core.types import OFFSETS_TOPIC, TopicPartition
 from minibroker.core.zk_layout import valid_group_id
 from minibroker.runtime import logging as slog
 
@@ -33,44 +45,90 @@ class GroupCoordinator:
         self.min_session_ms = s.get_int("group.min.session.timeout.ms")
         self.max_session_ms = s.get_int("group.max.session.timeout.ms")
         self.initial_delay_ms = s.get_int("group.initial.rebalance.delay.ms")
-        self.offsets = OffsetStore(rm.store)
         self.groups: dict[str, Group] = {}
+        self.offsets = OffsetsManager(rm, self._on_loaded, self._on_unloaded)
+        self.ops = GroupOffsets(rm, self.groups, self.offsets)
+        rm.leadership_listeners.append(self.offsets.on_leadership)
+        rm.metadata.deleted_listeners.append(self.ops.on_partitions_deleted)
         self._joins: dict[str, dict[str, asyncio.Future[JoinResult]]] = {}
         self._syncs: dict[str, dict[str, asyncio.Future[SyncAnswer]]] = {}
         self._deadlines: dict[str, asyncio.TimerHandle] = {}
-        self._expiry: asyncio.Task[None] | None = None
+        self._stored: dict[str, int] = {}  # each group's generation in its last record
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     def start(self) -> None:
-        self._expiry = asyncio.ensure_future(self._expire_sessions())
+        self._spawn(self._expire_sessions())
+        self._spawn(self.ops.expire_offsets_forever())
 
     async def stop(self) -> None:
-        if self._expiry is not None:
-            self._expiry.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError):
-                await self._expiry
+                await task
         for timer in self._deadlines.values():
             timer.cancel()
+        await self.offsets.stop()
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     # ---- where groups are --------------------------------------------------------------------
 
     def coordinator_of(self, group_id: str, listener: str) -> int | None:
-        live = [b.broker_id for b in self.rm.metadata.brokers.values() if b.endpoint_for(listener)]
-        return coordinator_for(group_id, live)
+        """The leader of the group's partition of __consumer_offsets, if it has `listener`."""
+        tp = TopicPartition(OFFSETS_TOPIC, self.offsets.partition_of(group_id))
+        state = self.rm.metadata.partitions.get(tp)
+        broker = None if state is None else self.rm.metadata.brokers.get(state.leader)
+        return None if broker is None or not broker.endpoint_for(listener) else broker.broker_id
 
-    def check_group(self, group_id: str, listener: str) -> ErrorCode:
+    async def find(self, group_id: str, listener: str) -> int | None:
+        """FindCoordinator: the coordinator's broker id; None (COORDINATOR_NOT_AVAILABLE)
+        while there is none, the topic created on first use (KafkaApis.createInternalTopic)."""
+        node = self.coordinator_of(group_id, listener)
+        if node is None and OFFSETS_TOPIC not in self.rm.metadata.topics():
+            await self.ops.create_offsets_topic()
+        return node
+
+    def check_group(self, group_id: str, listener: str = "") -> ErrorCode:
         """Whether this broker serves `group_id` now (the error to answer otherwise)."""
         if not valid_group_id(group_id):
             return ErrorCode.INVALID_GROUP_ID
-        coordinator = self.coordinator_of(group_id, listener)
-        if coordinator is None:
+        state = self.offsets.state(group_id)
+        if state is ErrorCode.NOT_COORDINATOR and OFFSETS_TOPIC not in self.rm.metadata.topics():
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return ErrorCode.NONE if coordinator == self.rm.broker_id else ErrorCode.NOT_COORDINATOR
+        return state
 
     def _group(self, group_id: str) -> Group:
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = Group(group_id, self.initial_delay_ms)
         return group
+
+    # ---- a partition of __consumer_offsets loaded or given up ---------------------------
+
+    def _on_loaded(self, partition: int) -> None:
+        log = self.offsets.loaded[partition]
+        now = self.rm.now_ms()
+        for group_id, value in log.groups.items():
+            if self.offsets.partition_of(group_id) == partition:
+                self.groups[group_id] = loaded_group(group_id, value, now, self.initial_delay_ms)
+                self._stored[group_id] = value.generation
+        self._spawn(self.ops.migrate_from_zookeeper(partition))
+
+    def _on_unloaded(self, partition: int) -> None:
+        for group_id in [g for g in self.groups if self.offsets.partition_of(g) == partition]:
+            del self.groups[group_id]
+            self._stored.pop(group_id, None)
+            for future in self._joins.pop(group_id, {}).values():
+                _answer(future, JoinResult(ErrorCode.NOT_COORDINATOR, ""))
+            for sync in self._syncs.pop(group_id, {}).values():
+                _answer(sync, (ErrorCode.NOT_COORDINATOR, b""))
+            timer = self._deadlines.pop(group_id, None)
+            if timer is not None:
+                timer.cancel()
 
     # ---- JoinGroup, SyncGroup ------------------------------------------------------------------
 
@@ -121,13 +179,40 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID, b""
+        storing = group.proposed is not None
         answer = group.sync(member_id, generation_id, assignments, self.rm.now_ms())
         if answer is not None:
             self._after_change(group)
             return answer
         future: asyncio.Future[SyncAnswer] = asyncio.get_running_loop().create_future()
         self._syncs.setdefault(group_id, {})[member_id] = future
+        if group.proposed is not None and not storing:  # the leader's: store, then answer
+            self._spawn(self._store_assignment(group, group.generation_id, group.proposed))
         return await future
+
+    async def _store_assignment(
+        self, group: Group, generation: int, assignments: dict[str, bytes]
+    ) -> None:
+        """GroupMetadataManager.storeGroup, then the generation settles (or rebalances)."""
+        value = group_value(group, assignments, wall_clock_ms())
+        error = group_store_error(await self.offsets.store_group(group.group_id, value))
+        if self.groups.get(group.group_id) is not group:
+            return  # unloaded meanwhile: its members were told NOT_COORDINATOR
+        if group.complete_sync(generation, error, self.rm.now_ms()):
+            if error is ErrorCode.NONE:
+                self._stored[group.group_id] = generation
+            else:
+                for sync in self._syncs.pop(group.group_id, {}).values():
+                    _answer(sync, (error, b""))
+        self._after_change(group)
+
+    async def _store_empty(self, group: Group, generation: int) -> None:
+        """A group that became empty: its record says so (and when, for offset expiry)."""
+        error = await self.offsets.store_group(
+            group.group_id, group_value(group, {}, wall_clock_ms())
+        )
+        if error is ErrorCode.NONE and self.groups.get(group.group_id) is group:
+            self._stored[group.group_id] = generation
 
     # ---- Heartbeat, LeaveGroup -----------------------------------------------------------------
 
@@ -148,48 +233,6 @@ class GroupCoordinator:
 
     def check_commit(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
         return self._group(group_id).check_commit(member_id, generation_id)
-
-    # ---- ListGroups, DescribeGroups, DeleteGroups (the admin clients' group tools) -------------
-
-    async def list_groups(self, listener: str) -> list[tuple[str, str, str]]:
-        """The groups this broker coordinates: (group id, protocol type, state) of those in
-        memory and of those that only have committed offsets (Empty, "consumer"), as Kafka's
-        coordinator lists what it loaded from its offsets partitions."""
-        mine = {
-            g: (g, group.protocol_type or "", group.state.value)
-            for g, group in self.groups.items()
-            if group.members or group.state is not GroupState.EMPTY
-        }
-        for g in await self.offsets.groups():
-            if g not in mine and self.check_group(g, listener) is ErrorCode.NONE:
-                mine[g] = (g, "consumer", GroupState.EMPTY.value)
-        return [
-            entry
-            for g, entry in sorted(mine.items())
-            if self.check_group(g, listener) is ErrorCode.NONE
-        ]
-
-    async def describe(self, group_id: str) -> tuple[str, Group | None]:
-        """The group's state name and, when it has members, the group; "Dead" when the group is
-        unknown here (Kafka's describe of a group it has no metadata for)."""
-        group = self.groups.get(group_id)
-        if group is not None and (group.members or group.state is not GroupState.EMPTY):
-            return group.state.value, group
-        if await self.offsets.has_offsets(group_id):
-            return GroupState.EMPTY.value, None
-        return "Dead", None
-
-    async def delete(self, group_id: str) -> ErrorCode:
-        """GroupCoordinator.handleDeleteGroups: only an empty group, with its offsets."""
-        state, group = await self.describe(group_id)
-        if state == "Dead":
-            return ErrorCode.GROUP_ID_NOT_FOUND
-        if group is not None and group.members:
-            return ErrorCode.NON_EMPTY_GROUP
-        self.groups.pop(group_id, None)
-        await self.offsets.delete_group(group_id)
-        slog.event("group_deleted", group=group_id)
-        return ErrorCode.NONE
 
     # ---- what waits: answered after every change ----------------------------------------------
 
@@ -216,6 +259,9 @@ class GroupCoordinator:
                 "group_rebalanced", group=gid, generation=group.generation_id,
                 members=len(group.members), leader=group.leader_id, protocol=group.protocol_name,
             )  # fmt: skip
+        if group.state is GroupState.EMPTY and self._stored.get(gid, 0) != group.generation_id:
+            self._stored[gid] = group.generation_id
+            self._spawn(self._store_empty(group, group.generation_id))
         self._arm_deadline(group, now)
 
     def _arm_deadline(self, group: Group, now_ms: int) -> None:

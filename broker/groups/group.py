@@ -10,8 +10,10 @@ every member joined again, or at its deadline (the largest rebalance timeout; a 
 empty waits `group.initial.rebalance.delay.ms` first, to gather its first members): members
 that did not rejoin are removed, the generation grows, the protocol every member supports that
 most members list first is chosen, and the leader (kept if still a member, else the first to
-join) receives every member's metadata. Heartbeats keep a member; one silent for its session
-timeout is removed, unless it waits for a join or sync answer (it cannot heartbeat then).
+join) receives every member's metadata. The leader's SyncGroup assignment is stored in
+__consumer_offsets before the generation settles (complete_sync). Heartbeats keep a member; one
+silent for its session timeout is removed, unless it waits for a join or sync answer (it cannot
+heartbeat then).
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ class Group:
     rebalance_deadline_ms: int | None = None
     # An empty group's first rebalance: wait out group.initial.rebalance.delay.ms for members.
     gathering: bool = False
+    # The leader's assignment while it is being stored (SyncGroup answers wait for that).
+    proposed: dict[str, bytes] | None = None
 
     # ---- JoinGroup -------------------------------------------------------------------------
 
@@ -200,13 +204,31 @@ class Group:
             return ErrorCode.REBALANCE_IN_PROGRESS, b""
         if self.state is GroupState.STABLE:
             return ErrorCode.NONE, member.assignment
-        if member_id == self.leader_id:
+        if member_id == self.leader_id and self.proposed is None:
+            self.proposed = dict(assignments)  # stored first, then settled (complete_sync)
+        return None
+
+    def complete_sync(self, generation_id: int, error: ErrorCode, now_ms: int) -> bool:
+        """The leader's assignment was stored in __consumer_offsets (or failed to be: `error`),
+        Kafka's storeGroup callback: the generation settles (Stable, each member's assignment
+        its answer), or its assignment is dropped and the group rebalances. False when the
+        group moved on meanwhile (another generation): nothing changes."""
+        proposed, self.proposed = self.proposed, None
+        if (
+            proposed is None
+            or self.state is not GroupState.COMPLETING_REBALANCE
+            or generation_id != self.generation_id
+        ):
+            return False
+        for m in self.members.values():
+            m.assignment = proposed.get(m.member_id, b"") if error is ErrorCode.NONE else b""
+        if error is ErrorCode.NONE:
             for m in self.members.values():
-                m.assignment = assignments.get(m.member_id, b"")
                 m.awaiting_sync = False
             self.state = GroupState.STABLE
-            return ErrorCode.NONE, member.assignment
-        return None
+        else:
+            self._prepare_rebalance(now_ms)
+        return True
 
     # ---- Heartbeat, LeaveGroup, expiry ----------------------------------------------------
 
@@ -252,6 +274,7 @@ class Group:
     def _prepare_rebalance(self, now_ms: int) -> None:
         if self.state is GroupState.PREPARING_REBALANCE:
             return
+        self.proposed = None
         was_empty = self.state is GroupState.EMPTY
         self.state = GroupState.PREPARING_REBALANCE
         for m in self.members.values():

@@ -1,42 +1,26 @@
-"""Committed offsets of consumer groups in ZooKeeper (zk_layout.ConsumerOffsetZNode), each with
-its metadata string: written and read in pipelined batches, in a worker thread (kazoo's calls
-block); the groups that have some; a group's removal (DeleteGroups)."""
+"""Committed offsets earlier minibroker versions kept in ZooKeeper (zk_layout.ConsumerOffsetZNode,
+Kafka 0.8's layout), each with its metadata string: read in pipelined batches in a worker thread
+(kazoo's calls block), once, by the coordinator that moves them into __consumer_offsets
+(group_migration.py), which then removes them."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from minibroker.core.types import TopicPartition
 from minibroker.core.zk_layout import ConsumerOffsetZNode, ZNodeFormatError
-from minibroker.runtime.zk_errors import ZkError, ZkNodeExists, ZkNoNode
+from minibroker.runtime.zk_errors import ZkError, ZkNoNode
 from minibroker.runtime.zk_store import ZkStore
 
 NO_OFFSET = -1
 Committed = tuple[int, str]  # (offset, metadata)
 
 
-class OffsetStore:
+class ZkOffsets:
     def __init__(self, store: ZkStore) -> None:
         self._store = store
-
-    async def commit(self, group_id: str, offsets: Mapping[TopicPartition, Committed]) -> None:
-        """Write every (offset, metadata) (creating its znode the first time); raises ZkError."""
-        await asyncio.to_thread(self._commit, group_id, dict(offsets))
-
-    def _commit(self, group_id: str, offsets: dict[TopicPartition, Committed]) -> None:
-        paths = {ConsumerOffsetZNode.path(group_id, tp): o for tp, o in offsets.items()}
-        existing = self._store.get_many(paths)
-        for path, (offset, metadata) in paths.items():
-            data = ConsumerOffsetZNode.encode(offset, metadata)
-            if existing.get(path) is not None:
-                self._store.set(path, data)
-                continue
-            try:
-                self._store.create(path, data, makepath=True)
-            except ZkNodeExists:
-                self._store.set(path, data)
 
     async def fetch(
         self, group_id: str, tps: Iterable[TopicPartition] | None

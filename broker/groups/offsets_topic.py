@@ -9,8 +9,9 @@ from dataclasses import dataclass
 
 from minibroker.core.coordinator_log.partitioning import partition_for
 from minibroker.core.errors import ErrorCode
+from minibroker.core.types import OFFSETS_TOPIC
 
-OFFSETS_TOPIC = "__consumer_offsets"
+__all__ = ["OFFSETS_TOPIC", "OffsetsTopicSpec", "commit_error", "group_store_error"]
 
 
 @dataclass(frozen=True)

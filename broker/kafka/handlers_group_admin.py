@@ -19,7 +19,6 @@ from kafka.protocol.admin.groups import (
 from broker.kafka.context import KafkaContext
 from minibroker.core.errors import ErrorCode
 from minibroker.core.security.acl import AclOperation, ResourceType
-from minibroker.runtime.zk_errors import ZkError
 
 _Listed = ListGroupsResponse.ListedGroup
 _Described = DescribeGroupsResponse.DescribedGroup
@@ -28,11 +27,10 @@ _Deleted = DeleteGroupsResponse.DeletableGroupResult
 
 
 async def handle_list_groups(ctx: KafkaContext, request: Any, version: int) -> Any:
-    try:
-        groups = await ctx.groups.list_groups(ctx.listener)
-        error = ErrorCode.NONE
-    except ZkError:
-        groups, error = [], ErrorCode.COORDINATOR_NOT_AVAILABLE
+    # GroupCoordinator.handleListGroups: while a partition loads, its groups are not known.
+    loading = ctx.groups.offsets.loading()
+    error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE
+    groups = [] if loading else ctx.groups.ops.list_groups()
     if not ctx.may_cluster(AclOperation.DESCRIBE, log=False):
         visible = ctx.authorizer.allowed_names(
             ctx.session, AclOperation.DESCRIBE, ResourceType.GROUP, [g for g, _, _ in groups],
@@ -53,10 +51,7 @@ async def handle_describe_groups(ctx: KafkaContext, request: Any, version: int) 
             error = ErrorCode.GROUP_AUTHORIZATION_FAILED
         state, group = "Dead", None
         if error is ErrorCode.NONE:
-            try:
-                state, group = await ctx.groups.describe(group_id)
-            except ZkError:
-                error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            state, group = ctx.groups.ops.describe(group_id)
         stable = group is not None and state == "Stable"
         protocol = (group.protocol_name if group is not None else None) or ""
         members = [
@@ -72,7 +67,7 @@ async def handle_describe_groups(ctx: KafkaContext, request: Any, version: int) 
             for m in (group.members.values() if group is not None else [])
         ]
         protocol_type = group.protocol_type if group is not None else (
-            "consumer" if state == "Empty" else ""
+            ctx.groups.ops.protocol_type(group_id) if state == "Empty" else ""
         )  # fmt: skip
         described.append(
             _Described(
@@ -96,9 +91,6 @@ async def handle_delete_groups(ctx: KafkaContext, request: Any, version: int) ->
         if not ctx.may(AclOperation.DELETE, ResourceType.GROUP, group_id):
             error = ErrorCode.GROUP_AUTHORIZATION_FAILED
         if error is ErrorCode.NONE:
-            try:
-                error = await ctx.groups.delete(group_id)
-            except ZkError:
-                error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            error = await ctx.groups.ops.delete(group_id)
         results.append(_Deleted(group_id=group_id, error_code=int(error)))
     return DeleteGroupsResponse(throttle_time_ms=0, results=results)

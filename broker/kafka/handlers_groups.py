@@ -19,15 +19,15 @@ from kafka.protocol.consumer.group import (
 )
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorResponse
 
-from broker.groups.offsets import NO_OFFSET
 from broker.kafka.authz import topics_allowed
 from broker.kafka.context import KafkaContext
+from minibroker.core.coordinator_log.group_records import OffsetValue
 from minibroker.core.errors import ErrorCode
 from minibroker.core.security.acl import AclOperation, ResourceType
 from minibroker.core.types import TopicPartition
-from minibroker.runtime.zk_errors import ZkError
 
 GROUP_KEY_TYPE = 0
+NO_OFFSET = -1
 GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
 _Member = JoinGroupResponse.JoinGroupResponseMember
 _Left = LeaveGroupResponse.MemberResponse
@@ -45,7 +45,7 @@ async def handle_find_coordinator(ctx: KafkaContext, request: Any, version: int)
     elif not _may(ctx, AclOperation.DESCRIBE, request.key):
         error = GROUP_DENIED
     else:
-        node_id = ctx.groups.coordinator_of(request.key, ctx.listener)
+        node_id = await ctx.groups.find(request.key, ctx.listener)
         broker = None if node_id is None else ctx.rm.metadata.brokers.get(node_id)
         node = None if broker is None else broker.endpoint_for(ctx.listener)
         if node is None:
@@ -163,13 +163,15 @@ async def handle_offset_commit(ctx: KafkaContext, request: Any, version: int) ->
     offsets = {
         TopicPartition(t.name, p.partition_index): (
             int(p.committed_offset),
-            p.committed_metadata or "",
+            p.committed_metadata,
+            int(getattr(p, "committed_leader_epoch", -1)) if version >= 6 else -1,
         )
         for t in request.topics
         for p in t.partitions
     }
     error = _check(ctx, request.group_id)
-    readable = set()
+    readable: set[str] = set()
+    results: dict[TopicPartition, ErrorCode] = {}
     if error is ErrorCode.NONE:
         error = ctx.groups.check_commit(
             request.group_id, request.member_id or "", int(request.generation_id_or_member_epoch)
@@ -177,14 +179,11 @@ async def handle_offset_commit(ctx: KafkaContext, request: Any, version: int) ->
     if error is ErrorCode.NONE:
         readable = topics_allowed(ctx, AclOperation.READ, {tp.topic for tp in offsets})
         allowed = {tp: o for tp, o in offsets.items() if tp.topic in readable}
-        try:
-            if allowed:
-                await ctx.groups.offsets.commit(request.group_id, allowed)
-        except ZkError:
-            error = ErrorCode.COORDINATOR_NOT_AVAILABLE  # ZooKeeper unreachable: retry later
+        if allowed:
+            results = await ctx.groups.ops.commit(request.group_id, allowed)
     by_topic: dict[str, list[Any]] = {}
     for tp in offsets:
-        code = error
+        code = results.get(tp, error)
         if error is ErrorCode.NONE and tp.topic not in readable:
             code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         by_topic.setdefault(tp.topic, []).append(
@@ -205,13 +204,10 @@ async def handle_offset_fetch(ctx: KafkaContext, request: Any, version: int) -> 
     error = _check(ctx, request.group_id, AclOperation.DESCRIBE)
     if error is GROUP_DENIED and version >= 2:
         return OffsetFetchResponse(throttle_time_ms=0, topics=[], error_code=int(error))
-    committed: dict[TopicPartition, tuple[int, str]] = {}
+    committed: dict[TopicPartition, OffsetValue] = {}
     if error is ErrorCode.NONE:
-        try:
-            committed = await ctx.groups.offsets.fetch(request.group_id, wanted)
-        except ZkError:
-            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-    tps = wanted if wanted is not None else list(committed)
+        committed = ctx.groups.ops.fetch(request.group_id, wanted)
+    tps = wanted if wanted is not None else sorted(committed)
     # Topics the principal may not describe: TOPIC_AUTHORIZATION_FAILED when named, left out
     # silently from an "all partitions" answer (KafkaApis.handleOffsetFetchRequest).
     described = topics_allowed(ctx, AclOperation.DESCRIBE, {tp.topic for tp in tps})
@@ -219,13 +215,14 @@ async def handle_offset_fetch(ctx: KafkaContext, request: Any, version: int) -> 
         tps = [tp for tp in tps if tp.topic in described]
     by_topic: dict[str, list[Any]] = {}
     for tp in tps:
+        found = None if tp.topic not in described else committed.get(tp)
         denied = tp.topic not in described
         by_topic.setdefault(tp.topic, []).append(
             _FetchPartition(
                 partition_index=tp.partition,
-                committed_offset=NO_OFFSET if denied else committed.get(tp, (NO_OFFSET, ""))[0],
-                committed_leader_epoch=-1,
-                metadata="" if denied else committed.get(tp, (NO_OFFSET, ""))[1],
+                committed_offset=NO_OFFSET if found is None else found.offset,
+                committed_leader_epoch=-1 if found is None else found.leader_epoch,
+                metadata="" if found is None else found.metadata,
                 # Before v2 the error is per partition only.
                 error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 if denied

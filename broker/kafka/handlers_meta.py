@@ -13,7 +13,7 @@ from broker.kafka.context import KafkaContext
 from broker.kafka.protocol import APIS
 from minibroker.core.errors import ErrorCode
 from minibroker.core.security.acl import AclOperation
-from minibroker.core.types import NO_LEADER
+from minibroker.core.types import INTERNAL_TOPICS, NO_LEADER
 
 _Version = ApiVersionsResponse.ApiVersion
 _Broker = MetadataResponse.MetadataResponseBroker
@@ -76,7 +76,7 @@ async def handle_metadata(ctx: KafkaContext, request: Any, version: int) -> Any:
             _Topic(
                 error_code=int(topic_error),
                 name=name,
-                is_internal=False,
+                is_internal=name in INTERNAL_TOPICS,
                 partitions=[
                     _Partition(
                         error_code=int(

@@ -12,6 +12,10 @@ INITIAL_LEADER_EPOCH = 0
 INITIAL_ZK_VERSION = 0
 # KafkaController.InitialControllerEpoch: the first elected controller gets epoch 1.
 INITIAL_CONTROLLER_EPOCH = 0
+# Kafka's Topic.INTERNAL_TOPICS: written only by their coordinators.
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 class TopicPartition(NamedTuple):

@@ -143,6 +143,9 @@ def plan(
         port, metrics_port, kafka_port, settings = _node_settings(
             node, all_nodes, free, broker_port_base, link_ports, targets
         )
+        if node.role == "broker" and brokers < OFFSETS_REPLICATION_FACTOR:
+            # As Kafka's single-broker configs do: __consumer_offsets needs that many brokers.
+            settings["offsets.topic.replication.factor"] = str(brokers)
         kafka_tls_port = token_port = 0
         if secure:
             settings.update(secure_mode.node_settings(d, node))
@@ -195,6 +198,9 @@ def _dashboard(d: Path, port: int) -> ProcessInfo:
         log_file=str(d / "logs" / f"{DASHBOARD}.log"),
         cmd=[*cmd, "--port", str(port)],
     )
+
+
+OFFSETS_REPLICATION_FACTOR = 3  # Kafka's offsets.topic.replication.factor
 
 
 def _node_settings(

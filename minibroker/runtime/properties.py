@@ -115,6 +115,18 @@ PROPERTIES: tuple[Property, ...] = (
     _P("group.min.session.timeout.ms", int, 6000, "shortest session a group member may ask"),
     _P("group.max.session.timeout.ms", int, 1800000, "longest session a group member may ask"),
     _P("group.initial.rebalance.delay.ms", int, 3000, "an empty group waits this for members"),
+    # __consumer_offsets (Kafka's OffsetConfig and KafkaConfig defaults).
+    _P("offsets.topic.num.partitions", int, 50, "partitions of __consumer_offsets"),
+    _P(
+        "offsets.topic.replication.factor", int, 3, "its replication factor (needs as many brokers)"
+    ),
+    _P("offsets.topic.segment.bytes", int, 104_857_600, "its segment size"),
+    _P("offsets.retention.minutes", int, 10_080, "committed offsets kept after a group is empty"),
+    _P("offsets.retention.check.interval.ms", int, 600_000, "how often offsets expire"),
+    _P("offsets.commit.timeout.ms", int, 5000, "how long a commit waits for the ISR"),
+    _P("offsets.commit.required.acks", int, -1, "acks of a commit's append"),
+    _P("offsets.load.buffer.size", int, 5_242_880, "bytes read at a time loading a partition"),
+    _P("offset.metadata.max.bytes", int, 4096, "longest metadata string of a committed offset"),
     _P(
         "connections.max.idle.ms",
         int,

@@ -1,6 +1,7 @@
 """/consumers/<group>/offsets/<topic>/<partition>: a group's committed offset of a partition,
 where Kafka 0.8's consumers kept it (ZkUtils' consumer offset dir; the data is the offset in
-decimal). minibroker keeps no __consumer_offsets topic, so its group coordinators commit here.
+decimal). Earlier minibroker versions' group coordinators committed here; today's move such
+offsets into __consumer_offsets once (broker/groups/group_offsets.py) and remove them.
 An OffsetCommit's metadata string, which Kafka 0.8's znode had no room for, follows the offset
 after a newline when there is one (the first line stays the bare offset)."""
 

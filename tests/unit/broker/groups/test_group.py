@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from broker.groups.group import Group, GroupState, Member
-from broker.groups.placement import coordinator_for
 from minibroker.core.coordinator_log.partitioning import java_string_hash
 from minibroker.core.errors import ErrorCode
 
@@ -46,12 +45,39 @@ def test_the_first_generation_forms_after_the_initial_delay_and_the_leader_gets_
     assert results["b"].members == () and results["b"].generation_id == 1
 
 
+def settle(g: Group, assignments: dict[str, bytes], now: int = DELAY) -> None:
+    """The leader's sync, and its assignment stored."""
+    assert g.sync(g.leader_id or "", g.generation_id, assignments, now) is None
+    assert g.complete_sync(g.generation_id, ErrorCode.NONE, now)
+
+
 def test_the_leaders_sync_settles_the_generation_and_followers_get_their_part() -> None:
     g = formed("a", "b")
     assert g.sync("b", 1, {}, DELAY) is None  # waits for the leader
-    assert g.sync("a", 1, {"a": b"A", "b": b"B"}, DELAY) == (ErrorCode.NONE, b"A")
-    assert g.state is GroupState.STABLE and g.members["b"].assignment == b"B"
+    assert g.sync("a", 1, {"a": b"A", "b": b"B"}, DELAY) is None  # waits for the store
+    assert g.state is GroupState.COMPLETING_REBALANCE
+    assert g.complete_sync(1, ErrorCode.NONE, DELAY)
+    assert g.state.value == "Stable" and g.members["b"].assignment == b"B"
     assert g.sync("b", 1, {}, DELAY) == (ErrorCode.NONE, b"B")
+    assert g.sync("a", 1, {}, DELAY) == (ErrorCode.NONE, b"A")
+
+
+def test_an_assignment_that_is_not_stored_starts_a_rebalance() -> None:
+    """storeGroup failing (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE...): Kafka's
+    resetAndPropagateAssignmentError and maybePrepareRebalance."""
+    g = formed("a", "b")
+    assert g.sync("a", 1, {"a": b"A", "b": b"B"}, DELAY) is None
+    assert g.complete_sync(1, ErrorCode.NOT_COORDINATOR, DELAY)
+    assert g.state is GroupState.PREPARING_REBALANCE and g.members["b"].assignment == b""
+    assert not g.complete_sync(1, ErrorCode.NONE, DELAY)  # nothing proposed any more
+
+
+def test_a_store_completing_after_the_group_moved_on_changes_nothing() -> None:
+    g = formed("a", "b")
+    assert g.sync("a", 1, {"a": b"A", "b": b"B"}, DELAY) is None
+    g.leave("b", DELAY + 1)  # a rebalance starts while the assignment is stored
+    assert not g.complete_sync(1, ErrorCode.NONE, DELAY + 2)
+    assert g.state is GroupState.PREPARING_REBALANCE
 
 
 def test_heartbeats_answer_by_member_generation_and_state() -> None:
@@ -59,7 +85,7 @@ def test_heartbeats_answer_by_member_generation_and_state() -> None:
     assert g.heartbeat("nobody", 1, DELAY) is ErrorCode.UNKNOWN_MEMBER_ID
     assert g.heartbeat("a", 0, DELAY) is ErrorCode.ILLEGAL_GENERATION
     assert g.heartbeat("a", 1, DELAY) is ErrorCode.NONE  # awaiting the sync is fine
-    g.sync("a", 1, {"a": b"A", "b": b"B"}, DELAY)
+    settle(g, {"a": b"A", "b": b"B"})
     assert g.heartbeat("b", 1, DELAY) is ErrorCode.NONE
     assert g.leave("b", DELAY + 1) is ErrorCode.NONE
     assert g.state is GroupState.PREPARING_REBALANCE
@@ -68,7 +94,7 @@ def test_heartbeats_answer_by_member_generation_and_state() -> None:
 
 def test_a_rebalance_completes_once_every_member_rejoined_or_at_its_deadline() -> None:
     g = formed("a", "b")
-    g.sync("a", 1, {"a": b"A", "b": b"B"}, DELAY)
+    settle(g, {"a": b"A", "b": b"B"})
     g.join(member("c", 1000), "consumer", 1000)  # a new member: everyone must rejoin
     assert g.state is GroupState.PREPARING_REBALANCE and not g.rejoin_complete(1001)
     g.join(member("a", 1002), "consumer", 1002)
@@ -81,7 +107,7 @@ def test_a_rebalance_completes_once_every_member_rejoined_or_at_its_deadline() -
 
 def test_a_follower_rejoining_unchanged_in_a_stable_group_gets_its_generation_back() -> None:
     g = formed("a", "b")
-    g.sync("a", 1, {"a": b"A", "b": b"B"}, DELAY)
+    settle(g, {"a": b"A", "b": b"B"})
     again = g.join(member("b", 2000), "consumer", 2000)
     assert again is not None and again.generation_id == 1 and g.state is GroupState.STABLE
 
@@ -89,7 +115,7 @@ def test_a_follower_rejoining_unchanged_in_a_stable_group_gets_its_generation_ba
 def test_silent_members_expire_but_not_while_they_wait_for_an_answer() -> None:
     g = formed("a", "b")  # both wait for their sync answer
     assert g.expire(DELAY + SESSION + 1) == []
-    g.sync("a", 1, {"a": b"A", "b": b"B"}, DELAY)
+    settle(g, {"a": b"A", "b": b"B"})
     g.heartbeat("a", 1, DELAY + SESSION)
     assert g.expire(DELAY + SESSION + 1) == ["b"]
     assert g.state is GroupState.PREPARING_REBALANCE
@@ -97,7 +123,7 @@ def test_silent_members_expire_but_not_while_they_wait_for_an_answer() -> None:
 
 def test_the_last_member_leaving_empties_the_group() -> None:
     g = formed("a")
-    g.sync("a", 1, {"a": b"A"}, DELAY)
+    settle(g, {"a": b"A"})
     g.leave("a", DELAY)
     assert (g.state, g.leader_id, g.members) == (GroupState.EMPTY, None, {})
 
@@ -147,7 +173,7 @@ def test_commits_need_the_current_generation_except_in_an_empty_group() -> None:
     )  # offsets only: no membership
     g = formed("a")
     assert g.check_commit("a", 1) is ErrorCode.REBALANCE_IN_PROGRESS  # awaiting the assignment
-    g.sync("a", 1, {"a": b"A"}, DELAY)
+    settle(g, {"a": b"A"})
     assert g.check_commit("a", 1) is ErrorCode.NONE
     assert g.check_commit("a", 0) is ErrorCode.ILLEGAL_GENERATION
     assert g.check_commit("", -1) is ErrorCode.UNKNOWN_MEMBER_ID
@@ -157,6 +183,4 @@ def test_javas_string_hash_and_kafkas_abs_place_groups() -> None:
     assert java_string_hash("hello") == 99162322
     assert java_string_hash("") == 0
     assert java_string_hash("polygenelubricants") == -(1 << 31)  # Utils.abs(MIN_VALUE) == 0
-    assert coordinator_for("polygenelubricants", [3, 1, 2]) == 1
-    assert coordinator_for("hello", [1, 2, 3]) == [1, 2, 3][99162322 % 3]
-    assert coordinator_for("g", []) is None
+    assert java_string_hash("\u00e9t\u00e9") == 227742  # UTF-16 code units, as Java
