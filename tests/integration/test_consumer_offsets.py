@@ -54,13 +54,20 @@ def bootstrap(c: Cluster) -> list[str]:
 
 
 def committed(c: Cluster, group: str, partitions: int = 2) -> dict[int, tuple[int, str]]:
-    """What the group's coordinator answers OffsetFetch with (kafka-python)."""
+    """What the group's coordinator answers OffsetFetch with (kafka-python); {} while there is
+    no coordinator yet (the topic being created, a leader moving)."""
     from kafka import KafkaConsumer, TopicPartition
+    from kafka.errors import KafkaError
 
     with closing(KafkaConsumer(bootstrap_servers=bootstrap(c), group_id=group)) as consumer:
         out = {}
         for p in range(partitions):
-            found = consumer.committed(TopicPartition("orders", p), metadata=True)
+            try:
+                found = consumer.committed(
+                    TopicPartition("orders", p), metadata=True, timeout_ms=10_000
+                )
+            except KafkaError:
+                return {}
             if found is not None and found.offset >= 0:
                 out[p] = (found.offset, found.metadata)
         return out
