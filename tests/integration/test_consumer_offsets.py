@@ -91,10 +91,9 @@ def test_offsets_kept_in_zookeeper_move_into_the_topic_once(oc: Cluster) -> None
     for p, offset in ((0, 5), (1, 9)):
         path = ConsumerOffsetZNode.path("legacy", Tp("orders", p))
         oc.zk.create(path, ConsumerOffsetZNode.encode(offset, "from zk"), makepath=True)
-    got = wait_until(
-        lambda: committed(oc, "legacy") or None, timeout_s=DEADLINE_S, what="the legacy offsets"
-    )
-    assert got == {0: (5, "from zk"), 1: (9, "from zk")}
+    want = {0: (5, "from zk"), 1: (9, "from zk")}
+    # Each partition is its own OffsetFetch: poll until both answer (the move is one append).
+    wait_until(lambda: committed(oc, "legacy") == want, timeout_s=DEADLINE_S, what=f"{want}")
     wait_until(
         lambda: oc.zk.exists(f"{ConsumerOffsetZNode.root}/legacy") is None,
         timeout_s=DEADLINE_S, what="the legacy offsets gone from ZooKeeper",
@@ -172,14 +171,12 @@ def test_the_coordinator_moves_with_the_leader_and_nothing_committed_is_lost(
     victim = leader_of(oc, OFFSETS_TOPIC, partition_for("mover", PARTITIONS))
     localcluster.send(oc.reload(), f"broker-{victim}", "kill")
     try:
-        got = wait_until(
-            lambda: (
-                leader_of(oc, OFFSETS_TOPIC, partition_for("mover", PARTITIONS)) != victim
-                and committed(oc, "mover")
-            ) or None,
+        want = {0: (11, "a"), 1: (12, "b")}
+        wait_until(
+            lambda: leader_of(oc, OFFSETS_TOPIC, partition_for("mover", PARTITIONS)) != victim
+            and committed(oc, "mover") == want,
             timeout_s=DEADLINE_S,
-            what="the offsets from the new coordinator",
+            what=f"the offsets {want} from the new coordinator",
         )  # fmt: skip
-        assert got == {0: (11, "a"), 1: (12, "b")}
     finally:
         oc.cli("cluster", "start", f"broker-{victim}")
