@@ -1,5 +1,5 @@
 """Kafka's protocol types as the coordinators' records use them (`org.apache.kafka.common.
-protocol.types`: INT16/32/64 big-endian, STRING = int16 length + UTF-8, NULLABLE_STRING with
+protocol.types`: INT8/16/32/64 big-endian, STRING = int16 length + UTF-8, NULLABLE_STRING with
 length -1 for null, BYTES = int32 length + bytes, ARRAY = int32 count + elements). A reader that
 runs past the end or meets a negative length raises RecordFormatError. Pure."""
 
@@ -15,6 +15,10 @@ class RecordFormatError(ValueError):
 class Writer:
     def __init__(self) -> None:
         self._parts: list[bytes] = []
+
+    def int8(self, v: int) -> Writer:
+        self._parts.append(struct.pack(">b", v))
+        return self
 
     def int16(self, v: int) -> Writer:
         self._parts.append(struct.pack(">h", v))
@@ -62,6 +66,9 @@ class Reader:
         out = self._data[self._pos : self._pos + n]
         self._pos += n
         return out
+
+    def int8(self) -> int:
+        return int(struct.unpack(">b", self._take(1))[0])
 
     def int16(self) -> int:
         return int(struct.unpack(">h", self._take(2))[0])
