@@ -30,7 +30,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     up.add_argument(
         "--broker-port-base", type=int, default=None, help="broker N listens on BASE+N-1"
     )
-    up.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for readiness")
+    up.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        help="seconds to wait for readiness (--compose: at least 180)",
+    )
     up.add_argument(
         "--proxy",
         action="store_true",
@@ -123,6 +128,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     network.add_parsers(csub)
 
 
+COMPOSE_UP_WAIT_S = 180.0
+
+
 def _add_compose_argument(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument(
         "--compose",
@@ -136,7 +144,9 @@ def _add_compose_argument(p: argparse.ArgumentParser, what: str) -> None:
 def cmd_up(args: argparse.Namespace) -> int:
     if args.compose is not None:
         compose_file = args.file or compose_up.find_compose_file()
-        timeout_s = max(args.timeout, 60.0)
+        # Containers start in dependency order (ZooKeeper, brokers, then what needs them), each
+        # healthy only after its check passes: on a slow 2-core machine that took over 60 s.
+        timeout_s = max(args.timeout, COMPOSE_UP_WAIT_S)
         print(compose_up.up(args.compose, compose_file, timeout_s, secure=args.secure))
         return 0
     d = cluster_dir(args)

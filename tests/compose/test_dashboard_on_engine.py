@@ -110,7 +110,8 @@ def test_the_hosts_dashboard_pauses_a_container_through_its_fault_endpoint(
         )
         follower = next(b for b in row["replicas"] if b != row["leader"])
         name = f"broker-{follower}"
-        assert fault(url, session["token"], "pause", name)["ok"]
+        paused = fault(url, session["token"], "pause", name)
+        assert paused["ok"], paused
         try:
             wait_until(
                 lambda: (
@@ -127,7 +128,8 @@ def test_the_hosts_dashboard_pauses_a_container_through_its_fault_endpoint(
             again = fault(url, session["token"], "start", running)
             assert not again["ok"] and f"{running} is already running" in again["message"]
         finally:
-            assert fault(url, session["token"], "resume", name)["ok"]
+            resumed = fault(url, session["token"], "resume", name)
+            assert resumed["ok"], resumed
 
         def isr_size() -> int:
             state = get_json(f"{url}/api/state")
