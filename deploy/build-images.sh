@@ -31,7 +31,6 @@ docker info >/dev/null 2>&1 \
   || die "cannot reach the Docker engine: start it (systemctl start docker) or join the docker group"
 
 PROJECT_IMAGES=(minibroker:dev minibroker-loadgen:dev minibroker-zookeeper:dev minibroker-netfault:dev)
-TARGETS=(runtime loadgen zookeeper netfault)
 
 if [ "$MODE" = registry ]; then
   if docker compose version >/dev/null 2>&1; then
@@ -100,10 +99,16 @@ make_base() {  # NAME PACKAGES(comma-separated)
     die "making $name failed (whole log: $STATE/base-${name%%:*}.log)"
   fi
 }
-make_base minibroker-base:bookworm python3,passwd,libstdc++6
-make_base minibroker-base-build:bookworm python3,python3-venv,python3-dev,gcc,libc6-dev
-make_base minibroker-base-java:bookworm python3,passwd,openjdk-17-jre-headless,libzookeeper-java
-make_base minibroker-base-net:bookworm iptables
+# The four root filesystems and the wheelhouse (below) are made side by side: most of their time
+# is spent waiting on the mirror, PyPI and dpkg, not on the cores (one after the other they took
+# 9 min on a clean 2-core machine).
+BASE_JOBS=()
+make_base minibroker-base:bookworm python3,passwd,libstdc++6 & BASE_JOBS+=($!)
+make_base minibroker-base-build:bookworm python3,python3-venv,python3-dev,gcc,libc6-dev & BASE_JOBS+=($!)
+make_base minibroker-base-java:bookworm python3,passwd,openjdk-17-jre-headless,libzookeeper-java \
+  & BASE_JOBS+=($!)
+make_base minibroker-base-net:bookworm iptables & BASE_JOBS+=($!)
+trap 'kill "${BASE_JOBS[@]}" 2>/dev/null || true' EXIT  # a failed wheelhouse stops them too
 
 # ---- the wheelhouse: every Python package the images install, built on the host -------------
 PYTHON="${PYTHON:-python3}"
@@ -140,8 +145,11 @@ else
 fi
 
 # ---- the project's images ----------------------------------------------------------------------
-for i in "${!TARGETS[@]}"; do
-  target=${TARGETS[$i]} image=${PROJECT_IMAGES[$i]}
+for job in "${BASE_JOBS[@]}"; do
+  wait "$job" || die "a base image could not be made (its error is above)"
+done
+build_target() {  # TARGET IMAGE
+  local target=$1 image=$2
   say "$image: docker build --target $target"
   if ! docker build --force-rm -f deploy/Dockerfile --target "$target" -t "$image" \
        --build-arg PYTHON_IMAGE=minibroker-base:bookworm \
@@ -152,6 +160,17 @@ for i in "${!TARGETS[@]}"; do
     tail -n 30 "$STATE/build-$target.log" >&2
     die "building $image failed (whole log: $STATE/build-$target.log)"
   fi
+}
+# runtime and loadgen share the `build` stage: one after the other (the second finds it
+# cached); zookeeper and netfault share nothing with them and are built beside them.
+BUILD_JOBS=()
+build_target zookeeper minibroker-zookeeper:dev & BUILD_JOBS+=($!)
+build_target netfault minibroker-netfault:dev & BUILD_JOBS+=($!)
+trap 'kill "${BUILD_JOBS[@]}" 2>/dev/null || true' EXIT
+build_target runtime minibroker:dev
+build_target loadgen minibroker-loadgen:dev
+for job in "${BUILD_JOBS[@]}"; do
+  wait "$job" || die "an image could not be built (its error is above)"
 done
 # Images a rebuild replaced, and nothing else.
 docker image prune -f --filter label=org.minibroker.image >/dev/null
