@@ -15,6 +15,13 @@ Rules (Kafka 2.6 `Log.analyzeAndValidateProducerState`, `ProducerAppendInfo.chec
 Followers and log recovery record every batch without checks. Truncating the log forgets the
 batches past its new end (Kafka restores an older snapshot instead; without snapshots, a
 producer whose every remembered batch was truncated is forgotten and starts over unchecked).
+
+Transactions (ProducerAppendInfo.appendDataBatch / appendEndTxnMarker): the table keeps each
+producer's open transaction and the partition's LSO in a TxnTracker; a plain batch from a
+producer with a transaction open is INVALID_TXN_STATE; a COMMIT/ABORT marker from an older
+producer epoch is INVALID_PRODUCER_EPOCH, from an older coordinator epoch
+TRANSACTION_COORDINATOR_FENCED; a marker with a newer producer epoch moves the producer to it
+(forgetting its batches, as maybeUpdateProducerEpoch).
 """
 
 from __future__ import annotations
@@ -24,8 +31,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from broker.log.producer_snapshot import SnapshotEntry
+from broker.log.txn_index import AbortedTxn
+from broker.log.txn_tracker import CompletedTxn, TxnTracker
+from minibroker.core.control_records import Marker
 from minibroker.core.errors import ErrorCode
-from minibroker.core.records import NO_PRODUCER_ID, BatchHeader
+from minibroker.core.records import CONTROL_FLAG, NO_PRODUCER_ID, TRANSACTIONAL_FLAG, BatchHeader
 
 INT32_MAX = 2**31 - 1
 BATCHES_KEPT = 5  # Kafka's ProducerStateEntry.NumBatchesToRetain
@@ -56,6 +66,7 @@ class ProducerEntry:
     epoch: int
     batches: deque[BatchMeta] = field(default_factory=lambda: deque(maxlen=BATCHES_KEPT))
     last_timestamp: int = -1  # the last batch's max timestamp (snapshots keep it)
+    coordinator_epoch: int = -1  # of the last transaction marker (-1: none yet)
 
     def duplicate_of(self, epoch: int, first_seq: int, last_seq: int) -> BatchMeta | None:
         if epoch != self.epoch:
@@ -85,6 +96,7 @@ class ProducerStateTable:
 
     def __init__(self) -> None:
         self._producers: dict[int, ProducerEntry] = {}
+        self.txns = TxnTracker()
 
     def check(self, headers: Iterable[BatchHeader]) -> Refusal | Duplicate | None:
         """What the leader does with a producer's batches (offsets not yet assigned): None to
@@ -111,15 +123,54 @@ class ProducerStateTable:
             refusal = _check_one(pid, epoch, last_seq, h.producer_epoch, first)
             if refusal is not None:
                 return refusal
+            if self.txns.refuses_data(pid, bool(h.attributes & TRANSACTIONAL_FLAG)):
+                return Refusal(
+                    ErrorCode.INVALID_TXN_STATE,
+                    f"producer {pid} has a transaction open: its batches must be transactional",
+                )
             pending[pid] = (h.producer_epoch, last)
         return None
 
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> Refusal | None:
+        """A leader's check of a COMMIT/ABORT marker from a transaction coordinator."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            return None
+        if epoch < entry.epoch:
+            return Refusal(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"producer {producer_id}: marker epoch {epoch} is older than {entry.epoch}",
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            return Refusal(
+                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                f"producer {producer_id}: coordinator epoch {coordinator_epoch} is older than "
+                f"{entry.coordinator_epoch} (a zombie coordinator)",
+            )
+        return None
+
+    def record_marker(
+        self, h: BatchHeader, marker: Marker
+    ) -> tuple[CompletedTxn, AbortedTxn | None]:
+        """An appended marker (its control batch's header and record): the transaction it
+        ends, and for an ABORT the aborted-transaction index entry."""
+        entry = self._producers.get(h.producer_id)
+        if entry is None:
+            entry = self._producers[h.producer_id] = ProducerEntry(h.producer_epoch)
+        elif entry.epoch != h.producer_epoch:
+            entry.epoch, entry.batches = h.producer_epoch, deque(maxlen=BATCHES_KEPT)
+        entry.coordinator_epoch = marker.coordinator_epoch
+        entry.last_timestamp = h.max_timestamp
+        return self.txns.on_marker(h.producer_id, h.base_offset, marker.commit)
+
     def record(self, headers: Iterable[BatchHeader]) -> None:
-        """Appended batches (with their offsets): a leader's after check(), a follower's or
-        recovery's as they are."""
+        """Appended data batches (with their offsets): a leader's after check(), a follower's
+        or recovery's as they are. Control batches are skipped: record_marker takes them,
+        with the record that says COMMIT or ABORT."""
         for h in headers:
-            if h.producer_id == NO_PRODUCER_ID:
+            if h.producer_id == NO_PRODUCER_ID or h.attributes & CONTROL_FLAG:
                 continue
+            self.txns.on_data(h.producer_id, h.base_offset, bool(h.attributes & TRANSACTIONAL_FLAG))
             entry = self._producers.get(h.producer_id)
             if entry is None or h.producer_epoch != entry.epoch:
                 entry = self._producers[h.producer_id] = ProducerEntry(h.producer_epoch)
@@ -129,35 +180,60 @@ class ProducerStateTable:
 
     def snapshot(self) -> list[SnapshotEntry]:
         """Each producer's epoch and last batch, as a snapshot keeps them (Kafka keeps the
-        last batch only: after a restart a retry of an older one is not recognised)."""
+        last batch only: after a restart a retry of an older one is not recognised), its
+        coordinator epoch and the first offset of its open transaction."""
         out = []
         for pid, entry in sorted(self._producers.items()):
+            txn_first = self.txns.open_first_offset(pid)
+            txn_first = -1 if txn_first is None else txn_first
             if entry.batches:
                 b = entry.batches[-1]
-                delta = b.last_offset - b.first_offset
-                out.append(
-                    SnapshotEntry(
-                        pid, entry.epoch, b.last_seq, b.last_offset, delta, entry.last_timestamp
-                    )
+                last_seq, last_offset, delta = (
+                    b.last_seq,
+                    b.last_offset,
+                    b.last_offset - b.first_offset,
                 )
+            elif entry.coordinator_epoch >= 0 or txn_first >= 0:
+                last_seq, last_offset, delta = -1, -1, 0  # markers only: no batch to remember
+            else:
+                continue
+            out.append(
+                SnapshotEntry(
+                    pid,
+                    entry.epoch,
+                    last_seq,
+                    last_offset,
+                    delta,
+                    entry.last_timestamp,
+                    entry.coordinator_epoch,
+                    txn_first,
+                )  # fmt: skip
+            )
         return out
 
     def load(self, entries: Iterable[SnapshotEntry]) -> None:
-        """Producers from a snapshot (Kafka's loadFromSnapshot)."""
+        """Producers from a snapshot (Kafka's loadFromSnapshot, loadProducerEntry)."""
         for e in entries:
+            entry = self._producers[e.producer_id] = ProducerEntry(e.epoch)
+            entry.last_timestamp, entry.coordinator_epoch = e.timestamp, e.coordinator_epoch
+            if e.current_txn_first_offset >= 0:
+                self.txns.on_data(e.producer_id, e.current_txn_first_offset, True)
+            if e.last_sequence < 0:
+                continue
             first_seq = e.last_sequence - e.offset_delta
             if first_seq < 0:  # the sequence wrapped inside the batch
                 first_seq += INT32_MAX + 1
-            entry = self._producers[e.producer_id] = ProducerEntry(e.epoch)
             entry.batches.append(
                 BatchMeta(first_seq, e.last_sequence, e.last_offset - e.offset_delta, e.last_offset)
             )
-            entry.last_timestamp = e.timestamp
 
     def truncate_to(self, log_end_offset: int) -> None:
         """Forget batches at or past the log's new end; a producer left with none is gone."""
+        self.txns.truncate_to(log_end_offset)
         for pid in list(self._producers):
             entry = self._producers[pid]
+            if not entry.batches:
+                continue  # markers only: nothing of it is cut
             kept = [b for b in entry.batches if b.last_offset < log_end_offset]
             if not kept:
                 del self._producers[pid]
@@ -166,6 +242,7 @@ class ProducerStateTable:
 
     def clear(self) -> None:
         self._producers.clear()
+        self.txns.clear()
 
 
 def _check_one(

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import pytest
 
+from broker.log import producer_snapshot as snap
 from broker.log import txn_index
+from broker.log.producer_state import ProducerStateTable, Refusal
 from broker.log.txn_index import AbortedTxn, TxnIndexError
 from broker.log.txn_tracker import CompletedTxn, TxnTracker
 from minibroker.core.control_records import ControlRecordError, Marker, read_marker
+from minibroker.core.errors import ErrorCode
+from minibroker.core.records import CONTROL_FLAG, TRANSACTIONAL_FLAG, BatchHeader
 
 
 def test_the_lso_stops_at_the_first_open_transaction_until_its_marker_is_replicated() -> None:
@@ -107,3 +111,66 @@ def test_markers_are_kafkas_control_records() -> None:
     ]:
         with pytest.raises(ControlRecordError, match=why):
             read_marker(key, value)
+
+
+# ---- the producer-state table with transactions ------------------------------------------------
+
+
+def header(pid: int, offset: int, *, epoch: int = 0, seq: int = 0, n: int = 1, txn: bool = True,
+           control: bool = False) -> BatchHeader:  # fmt: skip
+    attributes = (TRANSACTIONAL_FLAG if txn else 0) | (CONTROL_FLAG if control else 0)
+    return BatchHeader(
+        position=0, base_offset=offset, batch_length=0, partition_leader_epoch=0, magic=2, crc=0,
+        attributes=attributes, last_offset_delta=n - 1, base_timestamp=1, max_timestamp=2,
+        producer_id=pid, producer_epoch=epoch, base_sequence=-1 if control else seq,
+        record_count=n,
+    )  # fmt: skip
+
+
+def test_the_table_tracks_transactions_and_refuses_a_plain_batch_inside_one() -> None:
+    table = ProducerStateTable()
+    table.record([header(1, 0, seq=0, n=2)])
+    assert table.txns.open_transactions() == {1: 0}
+    # the next batch of the same producer, not transactional: INVALID_TXN_STATE
+    refusal = table.check([header(1, 2, seq=2, txn=False)])
+    assert isinstance(refusal, Refusal) and refusal.code == ErrorCode.INVALID_TXN_STATE
+    assert table.check([header(1, 2, seq=2)]) is None
+    # an older epoch is fenced before the transaction rule applies
+    table.record([header(1, 2, epoch=1, seq=0)])  # epoch 1 (the same open transaction)
+    refusal = table.check([header(1, 3, epoch=0, seq=1, txn=False)])
+    assert isinstance(refusal, Refusal) and refusal.code == ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+def test_markers_end_transactions_and_are_checked_for_epochs() -> None:
+    table = ProducerStateTable()
+    table.record([header(1, 0, n=2)])
+    done, aborted = table.record_marker(header(1, 2, control=True), Marker(False, 3))
+    assert done == CompletedTxn(1, 0, 2, True) and aborted == AbortedTxn(1, 0, 2, 3)
+    assert table.txns.open_transactions() == {}
+    # a marker of an older coordinator: a zombie coordinator is fenced
+    fenced = table.check_marker(1, 0, 2)
+    assert isinstance(fenced, Refusal)
+    assert fenced.code == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    assert table.check_marker(1, 0, 3) is None and table.check_marker(9, 0, 0) is None
+    # a marker with a newer producer epoch (the coordinator fenced the producer) moves to it
+    table.record_marker(header(1, 3, epoch=1, control=True), Marker(False, 3))
+    old = table.check_marker(1, 0, 3)
+    assert isinstance(old, Refusal) and old.code == ErrorCode.INVALID_PRODUCER_EPOCH
+    # the producer's batches were forgotten with the old epoch: epoch 1 must start at 0
+    assert table.check([header(1, 4, epoch=1, seq=0)]) is None
+
+
+def test_a_snapshot_keeps_open_transactions_and_coordinator_epochs() -> None:
+    table = ProducerStateTable()
+    table.record([header(1, 0, n=2), header(2, 2, seq=0, txn=False)])
+    table.record_marker(header(3, 3, control=True), Marker(True, 7))  # markers only
+    entries = table.snapshot()
+    assert [(e.producer_id, e.current_txn_first_offset, e.coordinator_epoch) for e in entries] == [
+        (1, 0, -1), (2, -1, -1), (3, -1, 7),
+    ]  # fmt: skip
+    back = ProducerStateTable()
+    back.load(snap.decode(snap.encode(entries)))
+    assert back.txns.open_transactions() == {1: 0}
+    assert back.snapshot() == entries
+    fenced = back.check_marker(3, 0, 6)
+    assert isinstance(fenced, Refusal) and fenced.code == ErrorCode.TRANSACTION_COORDINATOR_FENCED
