@@ -5,6 +5,10 @@
   value removes the offset or group. A record whose key or value does not decode is skipped and
   reported (Kafka's load stops at it with an IllegalStateException and the partition stays
   unloaded; skipping one record keeps every other group served).
+  Offsets a transactional producer committed (TxnOffsetCommit) wait per producer until its
+  COMMIT marker makes them committed (unless a later plain commit is already loaded for that
+  partition: the newer record wins, CommitRecordMetadataAndOffset.olderThan) or its ABORT marker
+  drops them; those still waiting after the load are the groups' pending transactional offsets.
 - `expired_offsets`: which committed offsets `offsets.retention.minutes` has expired
   (GroupMetadata.removeExpiredOffsets, KIP-211): for an Empty group, retention counts from when
   it became Empty (or each offset's commit, for an old record without that time); for a consumer
@@ -48,28 +52,53 @@ class GroupLog:
     groups: dict[str, GroupValue] = field(default_factory=dict)
     offsets: dict[str, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
     skipped: list[tuple[int, str]] = field(default_factory=list)  # (record offset, why)
+    # producer id -> (group, partition) -> offset, until the producer's marker
+    pending_txn: dict[int, dict[tuple[str, TopicPartition], CommittedOffset]] = field(
+        default_factory=dict
+    )
 
     def group_ids(self) -> set[str]:
         """Every group with metadata or committed offsets (a group with offsets only is a
         standalone consumers' group, Kafka's protocol-less Empty group)."""
         return set(self.groups) | {g for g, o in self.offsets.items() if o}
 
-    def apply(self, key: bytes | None, value: bytes | None, record_offset: int) -> None:
-        """One record, in log order."""
+    def apply(
+        self, key: bytes | None, value: bytes | None, record_offset: int, txn_producer: int = -1
+    ) -> None:
+        """One record, in log order; `txn_producer`: the producer id of a transactional batch."""
         if key is None:
             self.skipped.append((record_offset, "a record without a key"))
             return
         try:
             parsed = read_key(key)
             if isinstance(parsed, OffsetKey):
-                self._offset(parsed, read_offset_value(value), record_offset)
+                self._offset(parsed, read_offset_value(value), record_offset, txn_producer)
             else:
                 self._group(parsed, read_group_value(value))
         except RecordFormatError as exc:
             self.skipped.append((record_offset, str(exc)))
 
-    def _offset(self, key: OffsetKey, value: OffsetValue | None, record_offset: int) -> None:
+    def apply_marker(self, producer_id: int, commit: bool) -> None:
+        """A transaction marker in the partition: the producer's waiting offsets are committed
+        (where no newer record is loaded) or dropped."""
+        for (group, tp), c in self.pending_txn.pop(producer_id, {}).items():
+            if not commit:
+                continue
+            loaded = self.offsets.setdefault(group, {})
+            if tp not in loaded or loaded[tp].record_offset < c.record_offset:
+                loaded[tp] = c
+
+    def _offset(
+        self, key: OffsetKey, value: OffsetValue | None, record_offset: int, txn_producer: int
+    ) -> None:
         tp = TopicPartition(key.topic, key.partition)
+        if txn_producer >= 0:
+            waiting = self.pending_txn.setdefault(txn_producer, {})
+            if value is None:
+                waiting.pop((key.group, tp), None)
+            else:
+                waiting[(key.group, tp)] = CommittedOffset(value, record_offset)
+            return
         if value is None:
             self.offsets.get(key.group, {}).pop(tp, None)
         else:

@@ -1,11 +1,14 @@
 """A group coordinator's load of `__consumer_offsets` and Kafka 2.6's offset expiry
 (GroupMetadataManagerTest: testLoadOffsetsWithTombstones, testLoadGroupWithTombstone,
 testOffsetExpirationSemantics, testOffsetExpirationOfSimpleConsumer,
-testOffsetExpirationOfActiveGroupSemantics)."""
+testOffsetExpirationOfActiveGroupSemantics, testLoadTransactionalOffsetsWithoutGroup,
+testDoNotLoadAbortedTransactionalOffsetCommits, testGroupLoadWithConsumerAndTransactional
+OffsetCommitsTransactionWins, testGroupLoadWithConsumerAndTransactionalOffsetCommitsConsumerWins).
+"""
 
 from __future__ import annotations
 
-from broker.groups.offsets_log import CommittedOffset, expired_offsets, replay
+from broker.groups.offsets_log import CommittedOffset, GroupLog, expired_offsets, replay
 from minibroker.core.coordinator_log.group_records import (
     GroupKey,
     GroupValue,
@@ -42,6 +45,36 @@ def test_later_records_win_and_tombstones_remove() -> None:
     assert log.groups["g"].generation == 1
     gone = replay([(gk, gv, 0), (gk, None, 1), (*commit("h", T0, 1), 2)])
     assert "g" not in gone.groups and gone.group_ids() == {"h"}
+
+
+def test_transactional_offsets_wait_for_their_marker() -> None:
+    log = GroupLog()
+    log.apply(*commit("g", T0, 5), 0, txn_producer=7)
+    log.apply(*commit("g", T1, 6), 1, txn_producer=8)
+    assert log.offsets == {} and set(log.pending_txn) == {7, 8}
+    log.apply_marker(7, commit=True)
+    log.apply_marker(8, commit=False)  # aborted: never committed
+    assert {tp: c.value.offset for tp, c in log.offsets["g"].items()} == {T0: 5}
+    assert log.pending_txn == {}
+
+
+def test_the_newer_record_wins_between_a_plain_and_a_transactional_commit() -> None:
+    txn_wins = GroupLog()
+    txn_wins.apply(*commit("g", T0, 1), 0)
+    txn_wins.apply(*commit("g", T0, 2), 1, txn_producer=7)
+    txn_wins.apply_marker(7, commit=True)
+    assert txn_wins.offsets["g"][T0].value.offset == 2
+    plain_wins = GroupLog()
+    plain_wins.apply(*commit("g", T0, 2), 0, txn_producer=7)
+    plain_wins.apply(*commit("g", T0, 1), 1)
+    plain_wins.apply_marker(7, commit=True)
+    assert plain_wins.offsets["g"][T0].value.offset == 1
+    # a transactional tombstone takes back the producer's waiting offset
+    gone = GroupLog()
+    gone.apply(*commit("g", T0, 3), 0, txn_producer=7)
+    gone.apply(commit("g", T0, 0)[0], None, 1, txn_producer=7)
+    gone.apply_marker(7, commit=True)
+    assert gone.offsets.get("g", {}) == {}
 
 
 def test_a_record_that_does_not_decode_is_skipped_and_said() -> None:
