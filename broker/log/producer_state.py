@@ -113,21 +113,22 @@ class ProducerStateTable:
                 dup = known.duplicate_of(h.producer_epoch, first, last)
                 if dup is not None:
                     return Duplicate(dup.first_offset, dup.last_offset)
+            refusal = None  # an unknown producer may start at any sequence
             if pid in pending:
                 epoch, last_seq = pending[pid]
+                refusal = _check_one(pid, epoch, last_seq, h.producer_epoch, first)
             elif known is not None and known.batches:
                 epoch, last_seq = known.epoch, known.batches[-1].last_seq
-            else:
-                pending[pid] = (h.producer_epoch, last)
-                continue  # unknown producer: any sequence
-            refusal = _check_one(pid, epoch, last_seq, h.producer_epoch, first)
-            if refusal is not None:
-                return refusal
-            if self.txns.refuses_data(pid, bool(h.attributes & TRANSACTIONAL_FLAG)):
-                return Refusal(
+                refusal = _check_one(pid, epoch, last_seq, h.producer_epoch, first)
+            if refusal is None and self.txns.refuses_data(
+                pid, bool(h.attributes & TRANSACTIONAL_FLAG)
+            ):
+                refusal = Refusal(
                     ErrorCode.INVALID_TXN_STATE,
                     f"producer {pid} has a transaction open: its batches must be transactional",
                 )
+            if refusal is not None:
+                return refusal
             pending[pid] = (h.producer_epoch, last)
         return None
 
@@ -207,7 +208,7 @@ class ProducerStateTable:
                     entry.last_timestamp,
                     entry.coordinator_epoch,
                     txn_first,
-                )  # fmt: skip
+                )
             )
         return out
 

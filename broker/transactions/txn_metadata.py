@@ -17,7 +17,7 @@ validPreviousStates (the only transitions allowed):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from minibroker.core.coordinator_log.txn_records import TxnState, TxnValue
 
@@ -248,6 +248,4 @@ class TxnMetadata:
         self.state = t.state
 
     def _fail(self, t: Transit) -> None:
-        raise TransitionError(
-            f"{self.transactional_id}: transition to {t} does not follow {replace(self)}"
-        )
+        raise TransitionError(f"{self.transactional_id}: transition to {t} does not follow {self}")

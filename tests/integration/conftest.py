@@ -87,9 +87,10 @@ def _print_errors(d: Path) -> None:
 
 @contextlib.contextmanager
 def running_cluster(d: Path, *up_args: str) -> Iterator[localcluster.ClusterState]:
-    """`cluster up` in `d`; on exit every process of it SIGKILLed (a test that needs a clean
-    stop runs `cluster down` itself: waiting for each broker's controlled shutdown took ~5 s
-    per cluster, minutes over the suite, for directories that are thrown away)."""
+    """`cluster up` in `d`; on exit every process of it stopped at once (SIGTERM, then SIGKILL
+    with no grace period). A test that needs a clean stop runs `cluster down` itself: waiting
+    for each broker's controlled shutdown took ~5 s per cluster, minutes over the suite, for
+    directories that are thrown away."""
     try:
         cli("cluster", "up", "--dir", str(d), *up_args)
         try:

@@ -172,5 +172,10 @@ def test_a_snapshot_keeps_open_transactions_and_coordinator_epochs() -> None:
     back.load(snap.decode(snap.encode(entries)))
     assert back.txns.open_transactions() == {1: 0}
     assert back.snapshot() == entries
+    # producer 1 came back with its transaction open but no batch: a plain batch is refused
+    restarted = ProducerStateTable()
+    restarted.load([snap.SnapshotEntry(1, 0, -1, -1, 0, 2, -1, 0)])
+    refusal = restarted.check([header(1, 5, seq=0, txn=False)])
+    assert isinstance(refusal, Refusal) and refusal.code == ErrorCode.INVALID_TXN_STATE
     fenced = back.check_marker(3, 0, 6)
     assert isinstance(fenced, Refusal) and fenced.code == ErrorCode.TRANSACTION_COORDINATOR_FENCED
