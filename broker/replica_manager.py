@@ -16,13 +16,13 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from broker.append_refusals import INTERNAL_TOPIC_REFUSAL, append_refusal
-from broker.delayed import AcksAllWaiters, DelayedFetch, DelayedProduce, Linger
+from broker.delayed import AcksAllWaiters, DelayedFetch, Linger
 from broker.delete_records import RecordDeletion
 from broker.fetch import reads as fetch_reads
 from broker.fetch import session_cache as fetch_session_cache
 from broker.fetch.fetcher_manager import FetcherManager
 from broker.isr_tasks import IsrTasks
+from broker.leader_appends import LeaderAppends
 from broker.log.layout import partition_dir
 from broker.log.log_types import wall_clock_ms
 from broker.log_manager import LogManager
@@ -45,8 +45,7 @@ from broker.types import (
     StopReplicaPartition,
 )
 from minibroker.core.errors import ErrorCode
-from minibroker.core.records import RecordError
-from minibroker.core.types import INTERNAL_TOPICS, TopicPartition
+from minibroker.core.types import TopicPartition
 from minibroker.runtime import logging as slog
 from minibroker.runtime.clock import monotonic_ms
 from minibroker.runtime.settings import Settings
@@ -80,6 +79,10 @@ class ReplicaManager:
         self._acks_all = AcksAllWaiters()
         linger_ms = settings.get_int("minibroker.replica.fetch.linger.ms")
         self._linger = Linger(linger_ms, self._acks_all.urgent) if linger_ms else None
+        self.appends = LeaderAppends(
+            self.partitions, self.produce_purgatory, self._acks_all, metrics,
+            self.on_partition_changed, self.now_ms,
+        )  # fmt: skip
         self.fetch_sessions = fetch_session_cache.FetchSessionCache(
             settings.get_int("max.incremental.fetch.session.cache.slots")
         )
@@ -166,55 +169,11 @@ class ReplicaManager:
         batches: dict[TopicPartition, bytes],
         *,
         internal: bool = False,
+        transactional_id: str | None = None,
     ) -> dict[TopicPartition, ProduceResult]:
-        """Only the coordinators (`internal`) append to internal topics, as Kafka's
-        internalTopicsAllowed; a client gets INVALID_TOPIC_EXCEPTION."""
-        if acks not in (-1, 0, 1):
-            return {tp: ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS) for tp in batches}
-        shut = () if internal else INTERNAL_TOPICS
-        out = {tp: INTERNAL_TOPIC_REFUSAL for tp in batches if tp.topic in shut}
-        batches = {tp: b for tp, b in batches.items() if tp not in out}
-        if acks != -1:
-            return out | {tp: self._append_to_leader(tp, d, acks)[0] for tp, d in batches.items()}
-        with self._acks_all.waiting(batches):  # followers' fetches of these answer at once
-            return out | await self._append_and_wait(timeout_ms, batches)
-
-    async def _append_and_wait(
-        self, timeout_ms: int, batches: dict[TopicPartition, bytes]
-    ) -> dict[TopicPartition, ProduceResult]:
-        results: dict[TopicPartition, ProduceResult] = {}
-        required: dict[TopicPartition, int] = {}
-        for tp, data in batches.items():
-            results[tp], last_offset = self._append_to_leader(tp, data, -1)
-            if results[tp].error is ErrorCode.NONE and last_offset is not None:
-                required[tp] = last_offset + 1
-        if not required:
-            return results
-        op = DelayedProduce(timeout_ms, results, required, self.partition)
-        final = await self.produce_purgatory.wait(op, required)
-        if any(r.error is ErrorCode.REQUEST_TIMED_OUT for r in final.values()):
-            self.metrics.produce_expirations.inc()
-        return final
-
-    def _append_to_leader(
-        self, tp: TopicPartition, data: bytes, acks: int
-    ) -> tuple[ProduceResult, int | None]:
-        hosted = self.partitions.get(tp)
-        if hosted is None:
-            return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
-        p, log = hosted.partition, hosted.log
-        error = p.check_append(acks)
-        if error is not ErrorCode.NONE:
-            return ProduceResult(error, message=append_refusal(error, p)), None
-        try:
-            info = log.append_as_leader(data, p.leader_epoch)
-        except RecordError as exc:
-            return ProduceResult(exc.code, message=str(exc)), None
-        if p.maybe_increment_leader_hw(log.log_end_offset, self.now_ms()):
-            slog.event("hw_advanced", tp=str(tp), high_watermark=p.high_watermark, cause="append")
-        self.on_partition_changed(tp)
-        return ProduceResult(ErrorCode.NONE, info.first_offset, log.log_start_offset), (
-            info.last_offset
+        """A client's or a coordinator's batches on the partitions led here (leader_appends.py)."""
+        return await self.appends.append_records(
+            acks, timeout_ms, batches, internal=internal, transactional_id=transactional_id
         )
 
     # ---- fetch (reference §2.11, §3.7) ----------------------------------------------------

@@ -74,7 +74,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
         timeout_ms = max(0, min(int(request.timeout_ms), 10 * MAX_WAIT_MS))
         allowed = {tp: b for tp, b in batches.items() if tp.topic in writable}
         if allowed:
-            results = await self.rm.append_records(int(request.acks), timeout_ms, allowed)
+            txn_id = request.transactional_id if request.HasField("transactional_id") else None
+            results = await self.rm.append_records(
+                int(request.acks), timeout_ms, allowed, transactional_id=txn_id or None
+            )
             out.update(
                 {
                     tp: (r.error, r.base_offset, r.log_start_offset, r.message)

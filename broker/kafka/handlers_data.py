@@ -93,7 +93,12 @@ async def handle_produce(ctx: KafkaContext, request: Any, version: int) -> Any |
     results: dict[TopicPartition, Any] = dict.fromkeys(denied)
     writable = {tp: b for tp, b in batches.items() if tp not in denied}
     if writable:
-        results.update(await ctx.rm.append_records(int(request.acks), timeout_ms, writable))
+        txn_id = getattr(request, "transactional_id", None) or None
+        results.update(
+            await ctx.rm.append_records(
+                int(request.acks), timeout_ms, writable, transactional_id=txn_id
+            )
+        )
     if request.acks == 0:
         return None
     for tp, code in denied.items():

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import bisect
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 from broker.log.checkpoints import LEADER_EPOCH_CHECKPOINT, format_epochs
 from broker.log.index import ENTRY_SIZE, INT32_MAX
+from broker.log.log_txns import LogTransactions
 from broker.log.log_types import WEEK_MS, AppendInfo, OffsetOutOfRange, wall_clock_ms
 from broker.log.producer_state import Duplicate, Refusal
 from broker.log.producer_state_manager import ProducerStateManager
@@ -24,6 +25,7 @@ from broker.log.segment import (
     index_file_name,
     runs_within,
     segment_file_name,
+    txn_index_file_name,
 )
 from broker.log.segment_reads import headers as segment_headers
 from broker.log.segment_reads import locate, read_from
@@ -35,7 +37,7 @@ from minibroker.core.errors import ErrorCode
 from minibroker.core.records import HEADER_SIZE, NO_PRODUCER_ID, BatchHeader, RecordError
 
 
-class Log(SegmentReplacement):
+class Log(SegmentReplacement, LogTransactions):
     """A partition's log over a SegmentStore; opening it recovers whatever the store holds."""
 
     def __init__(
@@ -62,6 +64,7 @@ class Log(SegmentReplacement):
         self._segment_jitter_ms = segment_jitter_ms
         self._clock = clock
         self._dirty: set[int] = set()  # base offsets of segments with bytes not yet flushed
+        self._aborted = {}  # segment base -> its .txnindex entries (log_txns.py)
         self._on_epochs_changed: Callable[[Log], None] | None = None
         self._pending_epochs: tuple[EpochEntry, ...] | None = None
         recovered = recover_segments(store, index_interval_bytes, log_start_offset, gap_horizon)
@@ -98,6 +101,7 @@ class Log(SegmentReplacement):
             store, log_start=self._segments[0].base_offset, log_end=self.log_end_offset,
             repairs=recovered.repairs,
         )  # fmt: skip
+        self._load_txn_indexes(recovered.repairs)
         # What opening the log had to repair, one sentence each (the broker logs them).
         self.repairs: tuple[str, ...] = tuple(recovered.repairs)
 
@@ -156,6 +160,8 @@ class Log(SegmentReplacement):
         segment = Segment.empty(base_offset, self._index_interval_bytes, self._clock())
         if self._segment_jitter_ms > 0:  # Kafka's LogSegment.rollJitterMs, drawn per segment
             segment.roll_jitter_ms = random.randrange(self._segment_jitter_ms)
+        self._store.delete(txn_index_file_name(base_offset))
+        self._aborted.pop(base_offset, None)
         for name in (segment.log_name, segment.index_name):
             self._store.delete(name)  # a stale file of that name would corrupt the new segment
             self._store.append(name, b"")
@@ -168,7 +174,9 @@ class Log(SegmentReplacement):
 
     # ---- appends ----
 
-    def append_as_leader(self, data: bytes, leader_epoch: int) -> AppendInfo:
+    def append_as_leader(
+        self, data: bytes, leader_epoch: int, *, transactional: bool = False
+    ) -> AppendInfo:
         """Validate the producer's batches, give them offsets from the LEO and the leader's
         epoch, and append them. RecordError leaves the log unchanged; so does an idempotent
         producer's retry of a batch it appended before, answered with that append's offsets
@@ -178,10 +186,11 @@ class Log(SegmentReplacement):
             next_offset=self.log_end_offset,
             partition_leader_epoch=leader_epoch,
             max_batch_bytes=self._max_batch_bytes,
+            transactional=transactional,
         )
         idempotent = any(h.producer_id != NO_PRODUCER_ID for h in stamped.batches)
         if idempotent:
-            verdict = self._producers.get(self._headers_from).check(stamped.batches)
+            verdict = self._txn_table().check(stamped.batches)
             if isinstance(verdict, Refusal):
                 raise RecordError(verdict.code, verdict.message)
             if isinstance(verdict, Duplicate):  # a retry: the first append's offsets
@@ -224,14 +233,6 @@ class Log(SegmentReplacement):
             self._append(data[start:end], run)
         return AppendInfo(headers[0].base_offset, headers[-1].last_offset, len(headers), len(data))
 
-    def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
-        """The batch headers from `offset` on (a producer-state rebuild's tail)."""
-        for segment in self._segments:
-            if segment.next_offset > offset:
-                yield from (
-                    h for h in segment_headers(self._store, segment) if h.base_offset >= offset
-                )
-
     def write_producer_snapshot(self) -> None:
         """A durable snapshot at the log end (a clean stop: the next start reads no batch)."""
         self._producers.take_snapshot(self.log_end_offset, durable=True)
@@ -253,6 +254,7 @@ class Log(SegmentReplacement):
             self._producers.take_snapshot(self.log_end_offset)  # Kafka snapshots at each roll
             active = self._create_segment(self.log_end_offset)
             self._segments.append(active)
+        self._before_append(headers)
         active.note_batch(max_timestamp)
         start = active.size
         self._store.append(active.log_name, data)
@@ -267,7 +269,7 @@ class Log(SegmentReplacement):
         for h in headers:
             if h.partition_leader_epoch >= 0:
                 self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
-        self._producers.record(headers)
+        self._record_appended(data, headers)
         assert self.log_end_offset == headers[-1].last_offset + 1
         return AppendInfo(headers[0].base_offset, headers[-1].last_offset, len(headers), len(data))
 
@@ -324,6 +326,7 @@ class Log(SegmentReplacement):
         if segment.next_offset <= offset:  # in a gap after this segment: nothing to cut here
             self.epoch_cache.truncate_from_end(self.log_end_offset)
             self._producers.truncate_to(self.log_end_offset)
+            self._truncate_txn_indexes(self.log_end_offset)
             return
         cut = locate(self._store, segment, offset, self._index_interval_bytes)
         self._store.truncate(segment.log_name, cut.position)
@@ -334,6 +337,7 @@ class Log(SegmentReplacement):
         self._dirty.add(segment.base_offset)
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self._producers.truncate_to(self.log_end_offset)
+        self._truncate_txn_indexes(self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop the whole log and start empty at `offset`, which becomes the log start
@@ -343,6 +347,7 @@ class Log(SegmentReplacement):
         self._log_start_offset = offset
         self.epoch_cache.clear()
         self._producers.clear()
+        self._aborted.clear()
 
     def reconfigure(
         self,

@@ -18,9 +18,12 @@ from collections.abc import Callable, Iterable
 from broker.log import producer_snapshot as snap
 from broker.log.producer_state import ProducerStateTable
 from broker.log.store import SegmentStore
+from broker.log.txn_index import AbortedTxn
+from minibroker.core.control_records import Marker
 from minibroker.core.records import BatchHeader
 
-HeadersFrom = Callable[[int], Iterable[BatchHeader]]
+# The batches from an offset on, each with its marker if it is a control batch.
+ReplayFrom = Callable[[int], Iterable[tuple[BatchHeader, Marker | None]]]
 
 
 class ProducerStateManager:
@@ -55,8 +58,11 @@ class ProducerStateManager:
     def snapshot_offsets(self) -> list[int]:
         return list(self._offsets)
 
-    def get(self, headers_from: HeadersFrom) -> ProducerStateTable:
-        """The table, built on first use (the snapshot, then the batches after it)."""
+    def get(
+        self, replay_from: ReplayFrom, aborts: list[AbortedTxn] | None = None
+    ) -> ProducerStateTable:
+        """The table, built on first use (the snapshot, then the batches and markers after
+        it); the aborted transactions the replay met are added to `aborts`."""
         if self.table is None:
             table = ProducerStateTable()
             start = 0
@@ -64,7 +70,13 @@ class ProducerStateManager:
                 start, entries = self._loaded
                 table.load(entries)
                 self._loaded = None
-            table.record(headers_from(start))
+            for h, marker in replay_from(start):
+                if marker is None:
+                    table.record([h])
+                    continue
+                _, aborted = table.record_marker(h, marker)
+                if aborted is not None and aborts is not None:
+                    aborts.append(aborted)
             self.table = table
         return self.table
 

@@ -15,6 +15,7 @@ from minibroker.core.records import BatchHeader
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
+TXN_INDEX_SUFFIX = ".txnindex"  # aborted transactions (txn_index.py), only where there are some
 NO_TIMESTAMP = -1
 
 
@@ -25,6 +26,10 @@ def segment_file_name(base_offset: int) -> str:
 
 def index_file_name(base_offset: int) -> str:
     return f"{base_offset:020d}{INDEX_SUFFIX}"
+
+
+def txn_index_file_name(base_offset: int) -> str:
+    return f"{base_offset:020d}{TXN_INDEX_SUFFIX}"
 
 
 def base_offset_of(name: str, suffix: str) -> int | None:
@@ -131,3 +136,4 @@ def delete_segment_files(store: SegmentStore, base_offsets: Sequence[int]) -> No
     for base in base_offsets:
         store.delete(segment_file_name(base))
         store.delete(index_file_name(base))
+        store.delete(txn_index_file_name(base))

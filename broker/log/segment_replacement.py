@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from broker.log.retention import SegmentView
-from broker.log.segment import Segment
+from broker.log.segment import Segment, txn_index_file_name
 from broker.log.store import DELETED_SUFFIX, SegmentStore
+from broker.log.txn_index import AbortedTxn
 
 SWAP_SUFFIX = ".swap"
 CLEANED_SUFFIX = ".cleaned"
@@ -37,6 +38,7 @@ class SegmentReplacement:
     _store: SegmentStore
     _dirty: set[int]
     _index_interval_bytes: int
+    _aborted: dict[int, list[AbortedTxn]]  # a segment's .txnindex entries (log_txns.py)
 
     @property
     def index_interval_bytes(self) -> int:
@@ -79,7 +81,10 @@ class SegmentReplacement:
     def _retire(self, segments: Sequence[Segment]) -> list[str]:
         retired: list[str] = []
         for segment in segments:
-            for name in (segment.log_name, segment.index_name):
+            names = [segment.log_name, segment.index_name]
+            if self._aborted.pop(segment.base_offset, None) is not None:
+                names.append(txn_index_file_name(segment.base_offset))  # only where entries are
+            for name in names:
                 self._store.retire(name)
                 retired.append(name + DELETED_SUFFIX)
             self._dirty.discard(segment.base_offset)
@@ -105,6 +110,8 @@ class SegmentReplacement:
             (r.base_offset, r.size, r.next_offset) for r in replaced
         ]:
             return None
+        # The cleaner keeps every marker, so the aborted transactions stay as they were.
+        aborted = [e for s in current for e in self._aborted.get(s.base_offset, [])]
         retired = self._retire(current)
         swap_names = [name + SWAP_SUFFIX for name in (cleaned.log_name, cleaned.index_name)]
         if cleaned.size == 0 and at > 0:
@@ -114,4 +121,9 @@ class SegmentReplacement:
         for name in (cleaned.log_name, cleaned.index_name):
             self._store.rename(name + SWAP_SUFFIX, name)
         self._segments[at : at + len(bases)] = [cleaned]
+        if aborted:
+            self._aborted[cleaned.base_offset] = aborted
+            self._store.write_atomic(
+                txn_index_file_name(cleaned.base_offset), b"".join(e.encode() for e in aborted)
+            )
         return retired

@@ -79,11 +79,17 @@ def check_batch(buf: bytes | memoryview, h: BatchHeader, *, max_batch_bytes: int
         raise _invalid(h, f"{why} ({h.record_count})")
 
 
-def _check_client_rules(h: BatchHeader) -> None:
+def _check_client_rules(h: BatchHeader, transactional: bool) -> None:
     if h.attributes & CONTROL_FLAG:
         raise _invalid(h, "clients are not allowed to write control batches")
-    if h.attributes & TRANSACTIONAL_FLAG:
-        raise _invalid(h, "transactional batches are not supported (no transaction coordinator)")
+    if h.attributes & TRANSACTIONAL_FLAG and not transactional:
+        # KafkaApis.handleProduceRequest: transactional records need the request's id.
+        raise RecordError(
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "a transactional batch needs the produce request's transactional id",
+        )
+    if h.attributes & TRANSACTIONAL_FLAG and h.producer_id < 0:
+        raise _invalid(h, "a transactional batch needs a producer id")
     if h.attributes & TIMESTAMP_TYPE_FLAG:
         raise _invalid(h, "timestamp type LogAppendTime is set by brokers, not clients")
     if h.producer_id >= 0 and (h.base_sequence < 0 or h.producer_epoch < 0):
@@ -94,7 +100,9 @@ def _check_client_rules(h: BatchHeader) -> None:
         )
 
 
-def validate_from_client(data: bytes, *, max_batch_bytes: int) -> BatchHeader:
+def validate_from_client(
+    data: bytes, *, max_batch_bytes: int, transactional: bool = False
+) -> BatchHeader:
     """The one batch of a client's Produce for one partition, fully checked; or RecordError."""
     if not data:
         raise RecordError(ErrorCode.CORRUPT_MESSAGE, "no record batches in the request")
@@ -106,7 +114,7 @@ def validate_from_client(data: bytes, *, max_batch_bytes: int) -> BatchHeader:
         )
     h = headers[0]
     check_batch(data, h, max_batch_bytes=max_batch_bytes)
-    _check_client_rules(h)
+    _check_client_rules(h, transactional)
     return h
 
 
@@ -179,8 +187,13 @@ def stamp(
 
 
 def validate_and_stamp(
-    data: bytes, *, next_offset: int, partition_leader_epoch: int, max_batch_bytes: int
+    data: bytes,
+    *,
+    next_offset: int,
+    partition_leader_epoch: int,
+    max_batch_bytes: int,
+    transactional: bool = False,
 ) -> StampedBatches:
     """The leader's append: validate a client's batch, then stamp its offsets and epoch."""
-    h = validate_from_client(data, max_batch_bytes=max_batch_bytes)
+    h = validate_from_client(data, max_batch_bytes=max_batch_bytes, transactional=transactional)
     return stamp(data, [h], next_offset=next_offset, epoch=partition_leader_epoch)

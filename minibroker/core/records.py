@@ -221,8 +221,10 @@ def build_batch(
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    attributes: int = 0,
 ) -> bytes:
-    """An uncompressed v2 batch holding `records` at offset deltas 0..n-1."""
+    """An uncompressed v2 batch holding `records` at offset deltas 0..n-1 (`attributes`: the
+    transactional and control bits)."""
     if not records:
         raise ValueError("a record batch needs at least one record")
     body, max_ts = encode_records(records, base_timestamp)
@@ -233,7 +235,7 @@ def build_batch(
             partition_leader_epoch,
             MAGIC,
             0,
-            0,
+            attributes,
             len(records) - 1,
             base_timestamp,
             max_ts,

@@ -131,6 +131,7 @@ def _flip_last(data: bytes) -> bytes:
 def _variants() -> list[Variant]:
     r = ErrorCode.INVALID_RECORD
     c = ErrorCode.CORRUPT_MESSAGE
+    t = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # no transactional id in the request
     nul, val = field(None), field(b"v")
     gz = compression.compress
     v, b = Variant, batch
@@ -158,7 +159,7 @@ def _variants() -> list[Variant]:
         v("varint-unterminated-at-end", lambda: b(records(1) + b"\x80", record_count=2), r),
         v("two-batches", lambda: good(2) + good(1), r),
         v("control-batch", lambda: _one(attributes=CONTROL_FLAG), r),
-        v("transactional", lambda: _pid(attributes=TXN, producer_epoch=0, base_sequence=0), r),
+        v("transactional", lambda: _pid(attributes=TXN, producer_epoch=0, base_sequence=0), t),
         v("log-append-time", lambda: _one(attributes=LOG_APPEND_TIME_FLAG), r),
         v("producer-id-negative-sequence", lambda: _pid(producer_epoch=0, base_sequence=-5), r),
         v("producer-id-negative-epoch", lambda: _pid(producer_epoch=-1, base_sequence=0), r),

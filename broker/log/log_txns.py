@@ -1,0 +1,255 @@
+"""A log's transactions (a part of Log, its base class, kept apart so each file has one job):
+COMMIT/ABORT markers appended by the leader for a transaction coordinator and by every replica
+as they come, each segment's aborted-transaction index (`<base>.txnindex`, txn_index.py), the
+last stable offset, and the aborted transactions a read_committed fetch carries.
+
+As Kafka 2.6's Log (appendAsLeader with origin Coordinator, updateFirstUnstableOffset,
+collectAbortedTransactions) and ProducerStateManager (loadProducerState replays markers too).
+
+- The producer table (producer_state.py) is needed to know which transactions are open: it is
+  built before the first transactional batch or marker is appended, or when the LSO is asked
+  for. A log that never sees a transaction never builds it for them.
+- An ABORT's index entry is appended to the segment that holds the marker, on every replica.
+  Opening the log drops entries past a segment's end (a torn tail), and replaying the tail
+  after the last producer snapshot puts back an entry a crash lost between the marker and its
+  entry (Kafka rebuilds the index when it recovers a segment).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from broker.log.log_types import AppendInfo
+from broker.log.producer_state import ProducerStateTable
+from broker.log.producer_state_manager import ProducerStateManager
+from broker.log.segment import Segment, txn_index_file_name
+from broker.log.segment_reads import headers as segment_headers
+from broker.log.store import SegmentStore
+from broker.log.txn_index import (
+    ENTRY_BYTES,
+    AbortedTxn,
+    TxnIndexError,
+    collect,
+    decode,
+    truncated,
+)
+from minibroker.core import batch_validation
+from minibroker.core.control_records import ControlRecordError, Marker, read_marker
+from minibroker.core.records import (
+    CONTROL_FLAG,
+    TRANSACTIONAL_FLAG,
+    BatchHeader,
+    RecordError,
+    build_batch,
+    decode_batch,
+    iter_batches,
+)
+
+TXN_FLAGS = CONTROL_FLAG | TRANSACTIONAL_FLAG
+
+
+def marker_batch(producer_id: int, producer_epoch: int, marker: Marker, timestamp_ms: int) -> bytes:
+    """The control batch a coordinator's marker is written as (offset and epoch stamped later)."""
+    return build_batch(
+        [(marker.key(), marker.value(), (), None)],
+        base_timestamp=timestamp_ms,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=-1,
+        attributes=TXN_FLAGS,
+    )
+
+
+def marker_of(buf: bytes | memoryview, h: BatchHeader) -> Marker | None:
+    """The COMMIT/ABORT a control batch holds; None if it holds none that reads (Kafka skips
+    control records of other types)."""
+    try:
+        records = decode_batch(buf, h)
+        return read_marker(records[0].key, records[0].value) if records else None
+    except (RecordError, ControlRecordError):
+        return None
+
+
+class LogTransactions:
+    _segments: list[Segment]
+    _store: SegmentStore
+    _producers: ProducerStateManager
+    _aborted: dict[int, list[AbortedTxn]]
+    _clock: Callable[[], int]
+
+    if TYPE_CHECKING:
+
+        @property
+        def log_start_offset(self) -> int: ...
+
+        @property
+        def log_end_offset(self) -> int: ...
+
+        def _append(self, data: bytes, headers: Sequence[BatchHeader]) -> AppendInfo: ...
+
+    def _load_txn_indexes(self, repairs: list[str]) -> None:
+        """Each segment's entries, those past its end dropped (files of gone segments too)."""
+        self._aborted = {}
+        bases = {s.base_offset for s in self._segments}
+        for segment in self._segments:
+            name = txn_index_file_name(segment.base_offset)
+            if name not in self._store.list():
+                continue
+            data = self._store.read(name, 0, self._store.size(name))
+            try:
+                entries = decode(data)
+            except TxnIndexError as exc:
+                entries = []
+                repairs.append(f"{name}: discarded ({exc})")
+            kept = truncated(entries, segment.next_offset)
+            if len(data) != len(kept) * ENTRY_BYTES:
+                repairs.append(
+                    f"{name}: cut to {len(kept)} entries (a torn entry, or markers past the "
+                    f"segment's end at {segment.next_offset})"
+                )
+                if kept:
+                    self._store.write_atomic(name, b"".join(e.encode() for e in kept))
+            if kept:
+                self._aborted[segment.base_offset] = kept
+            else:
+                self._store.delete(name)
+        for name in self._store.list():
+            if name.endswith(".txnindex") and int(name[:20]) not in bases:
+                self._store.delete(name)
+
+    # ---- the producer table with its transactions ----
+
+    def _txn_table(self) -> ProducerStateTable:
+        """The table, built on first need by replaying the tail with its markers; an abort
+        the tail shows but the index lacks is put back."""
+        aborts: list[AbortedTxn] = []
+        table = self._producers.get(self._replay_from, aborts)
+        for entry in aborts:
+            self._heal(entry)
+        return table
+
+    def _replay_from(self, offset: int) -> Iterator[tuple[BatchHeader, Marker | None]]:
+        for segment in self._segments:
+            if segment.next_offset <= offset:
+                continue
+            for h in segment_headers(self._store, segment):
+                if h.base_offset < offset:
+                    continue
+                marker = None
+                if h.attributes & CONTROL_FLAG:
+                    buf = self._store.read(segment.log_name, h.position, h.size)
+                    marker = marker_of(buf, dataclasses.replace(h, position=0))
+                yield h, marker
+
+    def _heal(self, entry: AbortedTxn) -> None:
+        segment = self._segments[self._segment_holding(entry.last_offset)]
+        entries = self._aborted.get(segment.base_offset, [])
+        if any(e.last_offset == entry.last_offset for e in entries):
+            return
+        self._append_entry(segment.base_offset, entry)
+
+    def _segment_holding(self, offset: int) -> int:
+        i = 0
+        while i + 1 < len(self._segments) and self._segments[i + 1].base_offset <= offset:
+            i += 1
+        return i
+
+    def _append_entry(self, base: int, entry: AbortedTxn) -> None:
+        self._aborted.setdefault(base, []).append(entry)
+        self._store.append(txn_index_file_name(base), entry.encode())
+
+    # ---- appends ----
+
+    def append_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        marker: Marker,
+        leader_epoch: int,
+    ) -> AppendInfo:
+        """The leader appends a transaction coordinator's COMMIT/ABORT for a producer (Kafka's
+        appendAsLeader with origin Coordinator), after the producer-state check: an older
+        producer epoch is INVALID_PRODUCER_EPOCH, an older coordinator epoch
+        TRANSACTION_COORDINATOR_FENCED (RecordError; the log is unchanged)."""
+        refusal = self._txn_table().check_marker(
+            producer_id, producer_epoch, marker.coordinator_epoch
+        )
+        if refusal is not None:
+            raise RecordError(refusal.code, refusal.message)
+        data = marker_batch(producer_id, producer_epoch, marker, self._clock())
+        stamped = batch_validation.stamp(
+            data, list(iter_batches(data)), next_offset=self.log_end_offset, epoch=leader_epoch
+        )
+        return self._append(stamped.data, stamped.batches)
+
+    # Log._append calls these around its write.
+
+    def _before_append(self, headers: Sequence[BatchHeader]) -> None:
+        if self._producers.table is None and any(h.attributes & TXN_FLAGS for h in headers):
+            self._txn_table()
+
+    def _record_appended(self, data: bytes, headers: Sequence[BatchHeader]) -> None:
+        """The producers' and transactions' state after `headers` (positions in `data`) were
+        appended to the active segment."""
+        table = self._producers.table
+        if table is None:
+            return
+        if not any(h.attributes & CONTROL_FLAG for h in headers):
+            table.record(headers)
+            return
+        for h in headers:
+            if not h.attributes & CONTROL_FLAG:
+                table.record([h])
+                continue
+            marker = marker_of(data, h)
+            if marker is None:
+                continue
+            _, aborted = table.record_marker(h, marker)
+            if aborted is not None:
+                self._append_entry(self._segments[-1].base_offset, aborted)
+
+    # ---- reads ----
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """Kafka's Log.lastStableOffset: the first offset of the earliest transaction that is
+        open or whose marker the HW has not passed, if below the HW; else the HW."""
+        txns = self._txn_table().txns
+        txns.on_high_watermark(high_watermark)
+        return txns.last_stable_offset(high_watermark, self.log_start_offset)
+
+    def open_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of each open transaction (for describing)."""
+        return self._txn_table().txns.open_transactions()
+
+    def aborted_transactions(self, fetch_offset: int, data: bytes) -> list[AbortedTxn]:
+        """What a read_committed fetch of `data` (read from `fetch_offset`) must carry: every
+        aborted transaction overlapping the offsets it covers (collectAbortedTransactions)."""
+        upper = fetch_offset
+        for h in iter_batches(data):
+            upper = h.next_offset
+        if upper <= fetch_offset or not self._aborted:
+            return []
+        found: list[AbortedTxn] = []
+        for segment in self._segments[self._segment_holding(fetch_offset) :]:
+            own = self._aborted.get(segment.base_offset, [])
+            entries, complete = collect(own, fetch_offset, upper)
+            found.extend(entries)
+            if complete:
+                break
+        return found
+
+    # ---- truncation ----
+
+    def _truncate_txn_indexes(self, log_end_offset: int) -> None:
+        for base, entries in list(self._aborted.items()):
+            kept = truncated(entries, log_end_offset)
+            if not kept:
+                del self._aborted[base]
+                self._store.delete(txn_index_file_name(base))
+            elif len(kept) != len(entries):
+                self._aborted[base] = kept
+                self._store.write_atomic(
+                    txn_index_file_name(base), b"".join(e.encode() for e in kept)
+                )
