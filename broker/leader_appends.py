@@ -44,6 +44,9 @@ class LeaderAppends:
         self._metrics = metrics
         self._changed = on_partition_changed
         self._now_ms = now_ms
+        # Told (producer id, commit, partitions) after a marker is written here: the group
+        # coordinator completes transactional offsets (scheduleHandleTxnCompletion).
+        self.marker_listeners: list[Callable[[int, bool, list[TopicPartition]], None]] = []
 
     def _partition(self, tp: TopicPartition) -> Partition | None:
         return hosted.partition if (hosted := self._partitions.get(tp)) else None
@@ -66,7 +69,7 @@ class LeaderAppends:
         out = {tp: INTERNAL_TOPIC_REFUSAL for tp in batches if tp.topic in shut}
         txn = transactional_id is not None
         appends: dict[TopicPartition, Appending] = {
-            tp: _batch(data, txn) for tp, data in batches.items() if tp not in out
+            tp: _batch(data, txn, internal) for tp, data in batches.items() if tp not in out
         }
         return out | await self._append(acks, timeout_ms, appends)
 
@@ -84,6 +87,10 @@ class LeaderAppends:
             return log.append_marker(producer_id, producer_epoch, marker, leader_epoch)
 
         results = await self._append(-1, timeout_ms, dict.fromkeys(partitions, append))
+        written = [tp for tp, r in results.items() if r.error is ErrorCode.NONE]
+        if written:
+            for listener in self.marker_listeners:
+                listener(producer_id, marker.commit, written)
         return {tp: r.error for tp, r in results.items()}
 
     async def _append(
@@ -128,8 +135,10 @@ class LeaderAppends:
         )
 
 
-def _batch(data: bytes, transactional: bool) -> Appending:
+def _batch(data: bytes, transactional: bool, from_coordinator: bool) -> Appending:
     def append(log: Log, leader_epoch: int) -> AppendInfo:
-        return log.append_as_leader(data, leader_epoch, transactional=transactional)
+        return log.append_as_leader(
+            data, leader_epoch, transactional=transactional, from_coordinator=from_coordinator
+        )
 
     return append

@@ -4,7 +4,7 @@ OffsetsForLeaderEpoch (reference §4.4, §4.5), over the broker's hosted partiti
 from __future__ import annotations
 
 from broker.partition_table import HostedPartition, PartitionTable
-from broker.types import EpochEndOffsetResult, ListOffsetResult
+from broker.types import READ_COMMITTED, EpochEndOffsetResult, ListOffsetResult
 from minibroker.core.errors import ErrorCode
 from minibroker.core.types import TopicPartition
 
@@ -30,7 +30,10 @@ def list_offset(
     timestamp: int,
     current_leader_epoch: int | None,
     replica_id: int,
+    isolation_level: int = 0,
 ) -> ListOffsetResult:
+    """Kafka's fetchOffsetForTimestamp: a read_committed client's latest offset is the LSO,
+    and a timestamp look-up finds batches below it only (lastFetchableOffset)."""
     found = leader_or_error(partitions, tp, current_leader_epoch)
     if isinstance(found, ErrorCode):
         return ListOffsetResult(found)
@@ -41,16 +44,21 @@ def list_offset(
         if replica_id >= 0:  # a follower asks for the leader's LEO (reference §4.5)
             return ListOffsetResult(ErrorCode.NONE, log.log_end_offset, -1, p.leader_epoch)
         error, offset = p.latest_offset_for_clients()
+        if error is ErrorCode.NONE and isolation_level == READ_COMMITTED:
+            offset = log.last_stable_offset(offset)
         return ListOffsetResult(error, offset, -1, p.leader_epoch)
     if timestamp < 0:
         return ListOffsetResult(ErrorCode.INVALID_REQUEST)
     # No time index: the first committed batch whose max timestamp reaches the target, not
     # before the log start offset (Kafka's fetchOffsetByTimestamp).
     start = log.log_start_offset
+    fetchable = p.high_watermark
+    if isolation_level == READ_COMMITTED:
+        fetchable = log.last_stable_offset(fetchable)
     for batch in log.batches():
         if batch.last_offset < start:
             continue
-        if batch.max_timestamp >= timestamp and batch.base_offset < p.high_watermark:
+        if batch.max_timestamp >= timestamp and batch.base_offset < fetchable:
             offset = max(batch.base_offset, start)
             return ListOffsetResult(ErrorCode.NONE, offset, batch.max_timestamp, p.leader_epoch)
     return ListOffsetResult(ErrorCode.NONE, -1, -1, p.leader_epoch)

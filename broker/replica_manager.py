@@ -223,8 +223,13 @@ class ReplicaManager:
             params.max_wait_ms,
             params.min_bytes,
             lambda tp, n: fetch_reads.readable_bytes(
-                self.partitions, request_of(tp), params.is_follower, n, params.leader_throttle
-            ),
+                self.partitions,
+                request_of(tp),
+                params.is_follower,
+                n,
+                params.leader_throttle,
+                read_committed=params.read_committed,
+            ),  # fmt: skip
             lambda changed: fetch_reads.reread(
                 self.partitions, params, results, [request_of(tp) for tp in changed]
             ),

@@ -28,6 +28,7 @@ from broker.registration import NOT_REGISTERED, BrokerRegistrar
 from broker.replica_manager import ReplicaManager
 from broker.security.setup import BrokerSecurity, SecurityConfigError
 from broker.servicers import BrokerServicer
+from broker.transactions.marker_servicer import TxnMarkersServicer
 from minibroker.core.listeners import (
     ListenerError,
     advertised_endpoints,
@@ -36,7 +37,7 @@ from minibroker.core.listeners import (
     speaks_kafka,
 )
 from minibroker.core.zk_layout import BrokerRegistration, ClusterIdZNode
-from minibroker.rpc import broker_pb2_grpc, control_pb2_grpc, events_pb2_grpc
+from minibroker.rpc import broker_pb2_grpc, control_pb2_grpc, events_pb2_grpc, txn_pb2_grpc
 from minibroker.runtime import logging as slog
 from minibroker.runtime.clock import now_ms
 from minibroker.runtime.event_service import EventsServicer
@@ -170,6 +171,7 @@ async def run_broker(settings: Settings) -> int:
         peers = security.grpc_peers(name)
         broker_pb2_grpc.add_BrokerServicer_to_server(BrokerServicer(rm, name, peers), server)
         control_pb2_grpc.add_ControlServicer_to_server(ControlServicer(rm, peers), server)
+        txn_pb2_grpc.add_TxnMarkersServicer_to_server(TxnMarkersServicer(rm, peers), server)
         events_pb2_grpc.add_EventsServicer_to_server(events, server)
 
     def on_epoch(epoch: int) -> None:

@@ -135,6 +135,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
             # Incremental fetch sessions (KIP-227); a request without an epoch has none.
             session_epoch=opt_field(request, "session_epoch", FINAL_EPOCH),
             partitions=parts,
+            isolation_level=int(request.isolation_level),
             forgotten=[
                 TopicPartition(f.topic, p)
                 for f in request.forgotten_topics_data
@@ -154,8 +155,12 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
                 partition_index=tp.partition,
                 error_code=error_to_wire(r.error),
                 high_watermark=r.high_watermark,
-                last_stable_offset=r.high_watermark,
+                last_stable_offset=r.last_stable_offset,
                 log_start_offset=r.log_start_offset,
+                aborted_transactions=[
+                    broker_pb2.AbortedTransaction(producer_id=pid, first_offset=first)
+                    for pid, first in r.aborted or ()
+                ],
                 preferred_read_replica=-1,
                 records=r.records,
             )
@@ -189,6 +194,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
                         int(p.timestamp),
                         opt_field(p, "current_leader_epoch", -1),
                         replica_id,
+                        int(request.isolation_level),
                     )
                     out.partitions.add(
                         partition_index=p.partition_index,

@@ -10,6 +10,7 @@ from minibroker.core.errors import ErrorCode
 from minibroker.core.types import TopicPartition
 
 CONSUMER_REPLICA_ID = -1
+READ_COMMITTED = 1  # a Fetch's or ListOffsets' isolation level (0: read_uncommitted)
 
 
 @dataclass(frozen=True)
@@ -39,10 +40,16 @@ class FetchParams:
     # A follower's fetch: whether the leader sends it no records of a partition now (the
     # leader's replication throttle, KIP-73); None for consumers.
     leader_throttle: Callable[[TopicPartition, Partition], bool] | None = None
+    # 1: read_committed (a consumer reads below the LSO only, with the aborted transactions)
+    isolation_level: int = 0
 
     @property
     def is_follower(self) -> bool:
         return self.replica_id >= 0
+
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation_level == READ_COMMITTED and not self.is_follower
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,9 @@ class FetchPartitionResult:
     high_watermark: int = -1
     log_start_offset: int = -1
     records: bytes = b""
+    last_stable_offset: int = -1
+    # read_committed: (producer id, first offset) of each aborted transaction the records touch
+    aborted: tuple[tuple[int, int], ...] | None = None
 
 
 @dataclass(frozen=True)

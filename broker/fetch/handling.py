@@ -31,6 +31,7 @@ class FetchCall:
     session_epoch: int
     partitions: Sequence[FetchPartitionRequest]
     forgotten: Sequence[TopicPartition] = ()
+    isolation_level: int = 0
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ async def handle_fetch(
         # Kafka caps every fetch at the broker's fetch.max.bytes, whatever it asks for.
         max_bytes=min(call.max_bytes if call.max_bytes > 0 else 1 << 30, fetch_max_bytes),
         partitions=context.requests,
+        isolation_level=call.isolation_level,
     )
     session = None
     if context.incremental and context.session is not None and params.is_follower:

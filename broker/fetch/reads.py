@@ -1,6 +1,8 @@
 """What a Fetch reads from the leader's logs (reference §2.11, §3.7): every requested partition
 within the response's byte budget, and, for a waiting fetch, how much one partition has readable.
-Consumers read only below the HW; followers up to the LEO."""
+Consumers read only below the HW (read_committed ones below the LSO, with the aborted
+transactions their records touch: Kafka's Log.read with FetchTxnCommitted); followers up to the
+LEO."""
 
 from __future__ import annotations
 
@@ -55,8 +57,9 @@ def _read_in_order(
     any_data = any(r.records for r in results.values())
     for req in requests:
         result = read_partition(
-            partitions, req, params.is_follower, budget, not any_data, params.leader_throttle
-        )
+            partitions, req, params.is_follower, budget, not any_data, params.leader_throttle,
+            read_committed=params.read_committed,
+        )  # fmt: skip
         if result.error is ErrorCode.NONE:
             leader_leos[req.tp] = partitions[req.tp].log.log_end_offset
         results[req.tp] = result
@@ -71,6 +74,8 @@ def read_partition(
     budget: int,
     first_with_data: bool,
     throttle: Callable[[TopicPartition, Partition], bool] | None = None,
+    *,
+    read_committed: bool = False,
 ) -> FetchPartitionResult:
     hosted = partitions.get(req.tp)
     if hosted is None:
@@ -82,16 +87,24 @@ def read_partition(
     if error is not ErrorCode.NONE:
         return FetchPartitionResult(error)
     hw, start = p.high_watermark, log.log_start_offset
+    lso = -1 if is_follower else log.last_stable_offset(hw)
     max_bytes = min(req.max_bytes, budget)
     if max_bytes <= 0 and not first_with_data:
-        return FetchPartitionResult(ErrorCode.NONE, hw, start)
-    if throttle is not None and throttle(req.tp, p):
-        return FetchPartitionResult(ErrorCode.NONE, hw, start)  # throttled: HW and start only
+        return FetchPartitionResult(ErrorCode.NONE, hw, start, last_stable_offset=lso)
+    if throttle is not None and throttle(req.tp, p):  # throttled: HW and start only
+        return FetchPartitionResult(ErrorCode.NONE, hw, start, last_stable_offset=lso)
+    limit = None if is_follower else lso if read_committed else hw
     try:
-        data = log.read(req.fetch_offset, max(max_bytes, 1), None if is_follower else hw)
+        data = log.read(req.fetch_offset, max(max_bytes, 1), limit)
     except OffsetOutOfRange:
-        return FetchPartitionResult(ErrorCode.OFFSET_OUT_OF_RANGE, hw, start)
-    return FetchPartitionResult(ErrorCode.NONE, hw, start, data)
+        return FetchPartitionResult(
+            ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, last_stable_offset=lso
+        )
+    aborted = None
+    if read_committed:
+        found = log.aborted_transactions(req.fetch_offset, data)
+        aborted = tuple((a.producer_id, a.first_offset) for a in found)
+    return FetchPartitionResult(ErrorCode.NONE, hw, start, data, lso, aborted)
 
 
 def readable_bytes(
@@ -100,6 +113,8 @@ def readable_bytes(
     is_follower: bool,
     up_to: int,
     throttle: Callable[[TopicPartition, Partition], bool] | None = None,
+    *,
+    read_committed: bool = False,
 ) -> int | None:
     """Bytes a waiting fetch could read from `req`'s partition now, counted up to about
     `up_to` (at least one whole batch when there is one); None if reading it would fail, which
@@ -108,10 +123,16 @@ def readable_bytes(
     if hosted is None:
         return None
     p, log = hosted.partition, hosted.log
-    limit = log.log_end_offset if is_follower else p.high_watermark
+    if is_follower:
+        limit = log.log_end_offset
+    else:
+        limit = log.last_stable_offset(p.high_watermark) if read_committed else p.high_watermark
     if req.fetch_offset == limit and p.is_leader:
         if p.check_current_leader_epoch(req.current_leader_epoch) is not ErrorCode.NONE:
             return None
         return 0
-    result = read_partition(partitions, req, is_follower, min(up_to, req.max_bytes), True, throttle)
+    result = read_partition(
+        partitions, req, is_follower, min(up_to, req.max_bytes), True, throttle,
+        read_committed=read_committed,
+    )  # fmt: skip
     return None if result.error is not ErrorCode.NONE else len(result.records)

@@ -49,6 +49,7 @@ class GroupCoordinator:
         self.offsets = OffsetsManager(rm, self._on_loaded, self._on_unloaded)
         self.ops = GroupOffsets(rm, self.groups, self.offsets)
         rm.leadership_listeners.append(self.offsets.on_leadership)
+        rm.appends.marker_listeners.append(self.offsets.on_markers)
         rm.metadata.deleted_listeners.append(self.ops.on_partitions_deleted)
         self._joins: dict[str, dict[str, asyncio.Future[JoinResult]]] = {}
         self._syncs: dict[str, dict[str, asyncio.Future[SyncAnswer]]] = {}

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from broker.groups.offsets_log import CommittedOffset, GroupLog
 from broker.groups.offsets_topic import OFFSETS_TOPIC, OffsetsTopicSpec, commit_error
+from broker.log.log_txns import marker_of
 from broker.replica_manager import ReplicaManager
 from minibroker.core.coordinator_log.group_records import (
     GroupKey,
@@ -33,6 +34,7 @@ from minibroker.core.coordinator_log.group_records import (
 from minibroker.core.errors import ErrorCode
 from minibroker.core.records import (
     CONTROL_FLAG,
+    TRANSACTIONAL_FLAG,
     NewRecord,
     RecordError,
     build_batch,
@@ -149,15 +151,20 @@ class OffsetsManager:
             if not data:
                 break
             for header in iter_batches(data):
-                if not header.attributes & CONTROL_FLAG:
+                if header.attributes & CONTROL_FLAG:
+                    marker = marker_of(data, header)
+                    if marker is not None and header.base_offset >= offset:
+                        log.apply_marker(header.producer_id, marker.commit)
+                else:
                     try:
                         records = decode_batch(data, header)
                     except RecordError as exc:
                         log.skipped.append((header.base_offset, str(exc)))
                         records = []
+                    txn = header.producer_id if header.attributes & TRANSACTIONAL_FLAG else -1
                     for r in records:
                         if r.offset >= offset:
-                            log.apply(r.key, r.value, r.offset)
+                            log.apply(r.key, r.value, r.offset, txn)
                 offset = max(offset, header.next_offset)
             await asyncio.sleep(0)
 
@@ -215,6 +222,59 @@ class OffsetsManager:
                 (offset_key(OffsetKey(group_id, tp.topic, tp.partition)), offset_value(v))
                 for tp, v in items
             ],
+        )
+
+    async def store_txn_offsets(
+        self,
+        group_id: str,
+        transactional_id: str,
+        producer: tuple[int, int],
+        offsets: Mapping[TopicPartition, OffsetValue],
+    ) -> ErrorCode:
+        """TxnOffsetCommit: the offsets as one transactional batch of the producer (id, epoch)
+        at sequence 0, as Kafka's storeOffsets writes it; they wait, unseen by OffsetFetch,
+        until the producer's marker reaches the partition (on_markers)."""
+        p = self.partition_of(group_id)
+        if p not in self.loaded:
+            return self.state(group_id)
+        items = sorted(offsets.items())
+        tp = TopicPartition(OFFSETS_TOPIC, p)
+        records = [
+            NewRecord(offset_key(OffsetKey(group_id, t.topic, t.partition)), offset_value(v))
+            for t, v in items
+        ]
+        batch = build_batch(
+            records, base_timestamp=self.rm.now_ms(), producer_id=producer[0],
+            producer_epoch=producer[1], base_sequence=0, attributes=TRANSACTIONAL_FLAG,
+        )  # fmt: skip
+        settings = self.rm.settings
+        results = await self.rm.append_records(
+            -1, settings.get_int("offsets.commit.timeout.ms"), {tp: batch},
+            internal=True, transactional_id=transactional_id,
+        )  # fmt: skip
+        error, base = results[tp].error, results[tp].base_offset
+        if error is not ErrorCode.NONE:
+            return commit_error(error)
+        log = self.loaded.get(p)
+        if log is not None:
+            waiting = log.pending_txn.setdefault(producer[0], {})
+            for i, (t, v) in enumerate(items):
+                waiting[(group_id, t)] = CommittedOffset(v, base + i)
+        return ErrorCode.NONE
+
+    def on_markers(self, producer_id: int, commit: bool, partitions: list[TopicPartition]) -> None:
+        """A transaction marker was written to partitions led here (handleTxnCompletion)."""
+        for tp in partitions:
+            log = self.loaded.get(tp.partition) if tp.topic == OFFSETS_TOPIC else None
+            if log is not None:
+                log.apply_marker(producer_id, commit)
+
+    def has_pending_txn(self, group_id: str, tp: TopicPartition) -> bool:
+        """Whether a transaction's offset for `tp` awaits its marker (UNSTABLE_OFFSET_COMMIT
+        for an OffsetFetch that requires stable offsets, KIP-447)."""
+        log = self.group_log(group_id)
+        return log is not None and any(
+            (group_id, tp) in waiting for waiting in log.pending_txn.values()
         )
 
     async def store_group(self, group_id: str, value: GroupValue) -> ErrorCode:

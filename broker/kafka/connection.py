@@ -32,7 +32,7 @@ from broker.kafka import (
     handlers_groups,
     handlers_log_dirs,
     handlers_meta,
-    handlers_producer,
+    handlers_txn,
 )
 from broker.kafka.context import KafkaContext
 from broker.kafka.errors import CloseConnection
@@ -60,7 +60,11 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.Fetch: handlers_data.handle_fetch_request,
     ApiKey.ListOffsets: handlers_data.handle_list_offsets,
     ApiKey.OffsetForLeaderEpoch: handlers_data.handle_offset_for_leader_epoch,
-    ApiKey.InitProducerId: handlers_producer.handle_init_producer_id,
+    ApiKey.InitProducerId: handlers_txn.handle_init_producer_id,
+    ApiKey.AddPartitionsToTxn: handlers_txn.handle_add_partitions_to_txn,
+    ApiKey.AddOffsetsToTxn: handlers_txn.handle_add_offsets_to_txn,
+    ApiKey.EndTxn: handlers_txn.handle_end_txn,
+    ApiKey.TxnOffsetCommit: handlers_txn.handle_txn_offset_commit,
     ApiKey.FindCoordinator: handlers_groups.handle_find_coordinator,
     ApiKey.JoinGroup: handlers_groups.handle_join_group,
     ApiKey.SyncGroup: handlers_groups.handle_sync_group,

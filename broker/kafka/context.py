@@ -11,6 +11,7 @@ from broker.groups.coordinator import GroupCoordinator
 from broker.kafka.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
 from broker.security.authorizer import BrokerAuthorizer, Session
+from broker.transactions.coordinator import TransactionCoordinator
 from minibroker.core.security.acl import AclOperation, ResourceType
 
 
@@ -21,6 +22,7 @@ class KafkaContext:
     cluster_id: str
     producer_ids: ProducerIdManager
     groups: GroupCoordinator
+    txns: TransactionCoordinator
     authorizer: BrokerAuthorizer
     session: Session = field(default_factory=Session)
 

@@ -32,6 +32,7 @@ _ProduceTopic = ProduceResponse.TopicProduceResponse
 _ProducePartition = _ProduceTopic.PartitionProduceResponse
 _FetchTopic = FetchResponse.FetchableTopicResponse
 _FetchPartition = _FetchTopic.PartitionData
+_Aborted = _FetchPartition.AbortedTransaction
 _OffsetsTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 _OffsetsPartition = _OffsetsTopic.ListOffsetsPartitionResponse
 _EpochTopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
@@ -160,6 +161,7 @@ async def handle_fetch_request(ctx: KafkaContext, request: Any, version: int) ->
         session_epoch=int(request.session_epoch) if version >= 7 else FINAL_EPOCH,
         partitions=parts,
         forgotten=[TopicPartition(f.topic, p) for f in forgotten for p in f.partitions],
+        isolation_level=int(getattr(request, "isolation_level", 0)) if version >= 4 else 0,
     )
     answer = await handle_fetch(ctx.rm, call, ctx.fetch_max_bytes)
     if isinstance(answer, ErrorCode):
@@ -175,10 +177,11 @@ async def handle_fetch_request(ctx: KafkaContext, request: Any, version: int) ->
                 partition_index=tp.partition,
                 error_code=int(r.error),
                 high_watermark=r.high_watermark,
-                # No transactions: everything below the HW is stable.
-                last_stable_offset=r.high_watermark,
+                last_stable_offset=r.last_stable_offset,
                 log_start_offset=r.log_start_offset,
-                aborted_transactions=None,
+                aborted_transactions=None
+                if r.aborted is None
+                else [_Aborted(producer_id=pid, first_offset=f) for pid, f in r.aborted],
                 preferred_read_replica=-1,
                 records=r.records,
             ),
@@ -231,6 +234,7 @@ async def handle_list_offsets(ctx: KafkaContext, request: Any, version: int) -> 
                 int(p.timestamp),
                 _opt(p, "current_leader_epoch", version, 4),
                 CONSUMER_REPLICA_ID,
+                int(getattr(request, "isolation_level", 0)) if version >= 2 else 0,
             )
             parts.append(
                 _OffsetsPartition(

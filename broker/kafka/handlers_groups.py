@@ -27,6 +27,7 @@ from minibroker.core.security.acl import AclOperation, ResourceType
 from minibroker.core.types import TopicPartition
 
 GROUP_KEY_TYPE = 0
+TXN_KEY_TYPE = 1
 NO_OFFSET = -1
 GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
 _Member = JoinGroupResponse.JoinGroupResponseMember
@@ -40,12 +41,17 @@ _FetchPartition = _FetchTopic.OffsetFetchResponsePartition
 async def handle_find_coordinator(ctx: KafkaContext, request: Any, version: int) -> Any:
     key_type = request.key_type if version >= 1 else GROUP_KEY_TYPE
     error, node = ErrorCode.NONE, None
-    if key_type != GROUP_KEY_TYPE:
-        error = ErrorCode.INVALID_REQUEST  # no transaction coordinator: no transactions
-    elif not _may(ctx, AclOperation.DESCRIBE, request.key):
+    if key_type not in (GROUP_KEY_TYPE, TXN_KEY_TYPE):
+        error = ErrorCode.INVALID_REQUEST
+    elif key_type == TXN_KEY_TYPE and not ctx.may(
+        AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, request.key
+    ):
+        error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif key_type == GROUP_KEY_TYPE and not _may(ctx, AclOperation.DESCRIBE, request.key):
         error = GROUP_DENIED
     else:
-        node_id = await ctx.groups.find(request.key, ctx.listener)
+        find = ctx.groups.find if key_type == GROUP_KEY_TYPE else ctx.txns.find
+        node_id = await find(request.key, ctx.listener)
         broker = None if node_id is None else ctx.rm.metadata.brokers.get(node_id)
         node = None if broker is None else broker.endpoint_for(ctx.listener)
         if node is None:

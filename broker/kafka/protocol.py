@@ -79,7 +79,18 @@ from kafka.protocol.metadata.find_coordinator import (
 )
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
-from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+from kafka.protocol.producer.transaction import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+)
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -112,6 +123,10 @@ APIS: dict[int, Api] = {
         Api(ApiKey.Metadata, MetadataRequest, MetadataResponse, 0, 9),
         Api(ApiKey.ApiVersions, ApiVersionsRequest, ApiVersionsResponse, 0, 3),
         Api(ApiKey.InitProducerId, InitProducerIdRequest, InitProducerIdResponse, 0, 3),
+        Api(ApiKey.AddPartitionsToTxn, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 1),
+        Api(ApiKey.AddOffsetsToTxn, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 1),
+        Api(ApiKey.EndTxn, EndTxnRequest, EndTxnResponse, 0, 1),
+        Api(ApiKey.TxnOffsetCommit, TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
         Api(ApiKey.FindCoordinator, FindCoordinatorRequest, FindCoordinatorResponse, 0, 3),
         Api(ApiKey.JoinGroup, JoinGroupRequest, JoinGroupResponse, 0, 7),
         Api(ApiKey.SyncGroup, SyncGroupRequest, SyncGroupResponse, 0, 5),

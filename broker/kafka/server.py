@@ -20,6 +20,7 @@ from broker.replica_manager import ReplicaManager
 from broker.security.authorizer import Session
 from broker.security.sasl_gate import SaslGate
 from broker.security.setup import BrokerSecurity
+from broker.transactions.coordinator import TransactionCoordinator
 from minibroker.core.listeners import Endpoint
 from minibroker.core.security.principal_mapping import NoMatchingRule
 from minibroker.runtime import logging as slog
@@ -35,6 +36,7 @@ class KafkaServers:
         self._max_request_bytes = 0
         self._idle_s = 0.0
         self._groups: GroupCoordinator | None = None
+        self._txns: TransactionCoordinator | None = None
 
     async def listen(self, endpoint: Endpoint) -> int:
         """Bind `endpoint`; the port bound (0 if it cannot be)."""
@@ -99,10 +101,13 @@ class KafkaServers:
         producer_ids = ProducerIdManager(rm.store, rm.broker_id)
         self._groups = GroupCoordinator(rm)
         self._groups.start()
+        self._txns = TransactionCoordinator(rm, producer_ids.next_producer_id)
+        self._txns.start()
         for listener, server in self._servers.items():
             self._contexts[listener] = KafkaContext(
-                rm, listener, cluster_id, producer_ids, self._groups, self.security.authorizer
-            )
+                rm, listener, cluster_id, producer_ids, self._groups, self._txns,
+                self.security.authorizer,
+            )  # fmt: skip
             await server.start_serving()
 
     async def stop(self) -> None:
@@ -113,5 +118,7 @@ class KafkaServers:
         await asyncio.gather(*self._connections, return_exceptions=True)
         if self._groups is not None:
             await self._groups.stop()
+        if self._txns is not None:
+            await self._txns.stop()
         for server in self._servers.values():
             await server.wait_closed()

@@ -175,7 +175,12 @@ class Log(SegmentReplacement, LogTransactions):
     # ---- appends ----
 
     def append_as_leader(
-        self, data: bytes, leader_epoch: int, *, transactional: bool = False
+        self,
+        data: bytes,
+        leader_epoch: int,
+        *,
+        transactional: bool = False,
+        from_coordinator: bool = False,
     ) -> AppendInfo:
         """Validate the producer's batches, give them offsets from the LEO and the leader's
         epoch, and append them. RecordError leaves the log unchanged; so does an idempotent
@@ -190,7 +195,7 @@ class Log(SegmentReplacement, LogTransactions):
         )
         idempotent = any(h.producer_id != NO_PRODUCER_ID for h in stamped.batches)
         if idempotent:
-            verdict = self._txn_table().check(stamped.batches)
+            verdict = self._txn_table().check(stamped.batches, sequences=not from_coordinator)
             if isinstance(verdict, Refusal):
                 raise RecordError(verdict.code, verdict.message)
             if isinstance(verdict, Duplicate):  # a retry: the first append's offsets
@@ -232,10 +237,6 @@ class Log(SegmentReplacement, LogTransactions):
         for start, end, run in runs:
             self._append(data[start:end], run)
         return AppendInfo(headers[0].base_offset, headers[-1].last_offset, len(headers), len(data))
-
-    def write_producer_snapshot(self) -> None:
-        """A durable snapshot at the log end (a clean stop: the next start reads no batch)."""
-        self._producers.take_snapshot(self.log_end_offset, durable=True)
 
     def _append(self, data: bytes, headers: Sequence[BatchHeader]) -> AppendInfo:
         if len(data) > self._segment_bytes:

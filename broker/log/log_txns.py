@@ -121,6 +121,10 @@ class LogTransactions:
 
     # ---- the producer table with its transactions ----
 
+    def write_producer_snapshot(self) -> None:
+        """A durable snapshot at the log end (a clean stop: the next start reads no batch)."""
+        self._producers.take_snapshot(self.log_end_offset, durable=True)
+
     def _txn_table(self) -> ProducerStateTable:
         """The table, built on first need by replaying the tail with its markers; an abort
         the tail shows but the index lacks is put back."""

@@ -98,10 +98,14 @@ class ProducerStateTable:
         self._producers: dict[int, ProducerEntry] = {}
         self.txns = TxnTracker()
 
-    def check(self, headers: Iterable[BatchHeader]) -> Refusal | Duplicate | None:
+    def check(
+        self, headers: Iterable[BatchHeader], *, sequences: bool = True
+    ) -> Refusal | Duplicate | None:
         """What the leader does with a producer's batches (offsets not yet assigned): None to
         append them, a Duplicate to answer without appending, a Refusal to answer its error.
-        Batches of one request are checked against each other too, in order."""
+        Batches of one request are checked against each other too, in order. A coordinator's
+        own batches (`sequences` False: a group coordinator's transactional offset commits,
+        always at sequence 0) get the epoch check only (Kafka's AppendOrigin.Coordinator)."""
         pending: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, last sequence)
         for h in headers:
             pid = h.producer_id
@@ -109,6 +113,15 @@ class ProducerStateTable:
                 continue
             first, last = h.base_sequence, last_sequence(h.base_sequence, h.last_offset_delta)
             known = self._producers.get(pid)
+            if not sequences:
+                known_epoch = pending.get(pid, (known.epoch if known else -1, 0))[0]
+                if h.producer_epoch < known_epoch:
+                    return Refusal(
+                        ErrorCode.INVALID_PRODUCER_EPOCH,
+                        f"producer {pid}: epoch {h.producer_epoch} is older than {known_epoch}",
+                    )
+                pending[pid] = (h.producer_epoch, last)
+                continue
             if pid not in pending and known is not None:
                 dup = known.duplicate_of(h.producer_epoch, first, last)
                 if dup is not None:

@@ -146,6 +146,8 @@ def plan(
         if node.role == "broker" and brokers < OFFSETS_REPLICATION_FACTOR:
             # As Kafka's single-broker configs do: __consumer_offsets needs that many brokers.
             settings["offsets.topic.replication.factor"] = str(brokers)
+            settings["transaction.state.log.replication.factor"] = str(brokers)
+            settings["transaction.state.log.min.isr"] = str(min(brokers, 2))
         kafka_tls_port = token_port = 0
         if secure:
             settings.update(secure_mode.node_settings(d, node))

@@ -127,6 +127,26 @@ PROPERTIES: tuple[Property, ...] = (
     _P("offsets.commit.required.acks", int, -1, "acks of a commit's append"),
     _P("offsets.load.buffer.size", int, 5_242_880, "bytes read at a time loading a partition"),
     _P("offset.metadata.max.bytes", int, 4096, "longest metadata string of a committed offset"),
+    # Transactions (Kafka's TransactionConfig and KafkaConfig defaults).
+    _P("transaction.state.log.num.partitions", int, 50, "partitions of __transaction_state"),
+    _P("transaction.state.log.replication.factor", int, 3, "its replication factor"),
+    _P("transaction.state.log.min.isr", int, 2, "its min.insync.replicas"),
+    _P("transaction.state.log.segment.bytes", int, 104_857_600, "its segment size"),
+    _P("transaction.max.timeout.ms", int, 900_000, "longest transaction a producer may ask"),
+    _P("transactional.id.expiration.ms", int, 604_800_000, "an idle transactional id expires"),
+    _P(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        int,
+        10_000,
+        "how often transactions past their timeout are aborted",
+    ),
+    _P(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        int,
+        3_600_000,
+        "how often expired transactional ids are removed",
+    ),
+    _P("minibroker.txn.marker.retry.backoff.ms", int, 100, "between rounds of markers"),
     _P(
         "connections.max.idle.ms",
         int,
