@@ -72,7 +72,7 @@ def read_all(c: Cluster, topic: str, isolation: str, *, idle_s: float = 3.0) -> 
             m = consumer.poll(0.5)
             if m is None or m.error():
                 continue
-            values.append(m.value())
+            values.append(m.value() or b"")
             idle_since = time.monotonic()
     finally:
         consumer.close()
