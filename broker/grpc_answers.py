@@ -19,6 +19,13 @@ def replica_description(
     p, log = hosted.partition, hosted.log
     # A follower keeps RemoteReplica entries too, but only the leader's are fed by fetches.
     remotes = sorted(p.remote.values(), key=lambda r: r.broker_id) if p.is_leader else []
+    txns: dict[str, Any] = {}
+    if p.is_leader:
+        txns["last_stable_offset"] = log.last_stable_offset(p.high_watermark)
+        txns["open_transactions"] = [
+            broker_pb2.OpenTransaction(producer_id=pid, first_offset=first)
+            for pid, first in sorted(log.open_transactions().items())
+        ]
     return broker_pb2.ReplicaDescription(
         topic=tp.topic,
         partition=tp.partition,
@@ -41,6 +48,7 @@ def replica_description(
             )
             for r in remotes
         ],
+        **txns,
     )
 
 

@@ -235,6 +235,9 @@ class GroupCoordinator:
     def check_commit(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
         return self._group(group_id).check_commit(member_id, generation_id)
 
+    def check_txn_commit(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
+        return self._group(group_id).check_txn_commit(member_id, generation_id)
+
     # ---- what waits: answered after every change ----------------------------------------------
 
     def _after_change(self, group: Group) -> None:

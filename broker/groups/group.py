@@ -287,6 +287,15 @@ class Group:
 
     # ---- offsets ---------------------------------------------------------------------------
 
+    def check_txn_commit(self, member_id: str, generation_id: int) -> ErrorCode:
+        """TxnOffsetCommit (GroupCoordinator.doTxnCommitOffsets): the member and generation
+        are checked only when the request names them, and a rebalance does not refuse it."""
+        if member_id and member_id not in self.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id >= 0 and generation_id != self.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
     def check_commit(self, member_id: str, generation_id: int) -> ErrorCode:
         """Whether a member may commit offsets now (Kafka: anyone while the group is empty and
         the commit names no generation; else a current member of the current generation, not

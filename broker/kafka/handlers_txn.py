@@ -144,8 +144,10 @@ async def handle_txn_offset_commit(ctx: KafkaContext, request: Any, version: int
         error = E.GROUP_AUTHORIZATION_FAILED
     else:
         error = ctx.groups.check_group(group, ctx.listener)
-    if error is E.NONE and version >= 3 and int(request.generation_id) >= 0:
-        error = ctx.groups.check_commit(group, request.member_id or "", int(request.generation_id))
+    if error is E.NONE and version >= 3:
+        error = ctx.groups.check_txn_commit(
+            group, request.member_id or "", int(request.generation_id)
+        )
     results: dict[TopicPartition, ErrorCode] = {}
     if error is E.NONE:
         readable = topics_allowed(ctx, AclOperation.READ, {tp.topic for tp in offsets})

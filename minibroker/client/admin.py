@@ -42,6 +42,9 @@ class ReplicaDescription:
     high_watermark: int
     isr: tuple[int, ...]
     remote_replicas: tuple[RemoteReplicaDescription, ...]
+    # The leader's last stable offset and open transactions (producer id, first offset).
+    last_stable_offset: int | None = None
+    open_transactions: tuple[tuple[int, int], ...] = ()
 
     def remote(self, broker_id: int) -> RemoteReplicaDescription | None:
         return next((r for r in self.remote_replicas if r.broker_id == broker_id), None)
@@ -130,6 +133,8 @@ def _unchanged(prev: ReplicaDescription, p: Any, granularity_ms: int) -> bool:
         or prev.leader != p.leader
         or prev.log_start_offset != p.log_start_offset
         or prev.isr != tuple(p.isr)
+        or prev.last_stable_offset != _replica(p).last_stable_offset
+        or prev.open_transactions != _replica(p).open_transactions
         or len(prev.remote_replicas) != len(p.remote_replicas)
     ):
         return False
@@ -155,4 +160,6 @@ def _replica(p: Any) -> ReplicaDescription:
             RemoteReplicaDescription(r.broker_id, r.log_end_offset, r.last_caught_up_ms_ago)
             for r in p.remote_replicas
         ),
+        last_stable_offset=p.last_stable_offset if p.HasField("last_stable_offset") else None,
+        open_transactions=tuple((t.producer_id, t.first_offset) for t in p.open_transactions),
     )

@@ -60,6 +60,9 @@ class PartitionView:
     replicas_state: tuple[ReplicaStatus, ...]
     min_insync_replicas: int
     leader_is_live: bool
+    # The leader's last stable offset and open transactions (producer id, first offset).
+    last_stable_offset: int | None = None
+    open_transactions: tuple[tuple[int, int], ...] = ()
 
     @property
     def has_leader(self) -> bool:
@@ -156,6 +159,9 @@ def partition_view(
     replicas = info.assignment[partition]
     state = info.states.get(partition)
     leader = state.leader if state is not None else NO_LEADER
+    own = _hosted(reports, leader, TopicPartition(info.topic, partition))
+    if own is None or not own.is_leader:
+        own = None
     return PartitionView(
         topic=info.topic,
         partition=partition,
@@ -173,6 +179,8 @@ def partition_view(
         ),
         min_insync_replicas=min_isr,
         leader_is_live=leader in reports,
+        last_stable_offset=own.last_stable_offset if own is not None else None,
+        open_transactions=own.open_transactions if own is not None else (),
     )
 
 
@@ -236,8 +244,18 @@ def partition_line(p: PartitionView, marked_for_deletion: bool = False) -> str:
         f"\tLogStartOffsets: {_column(p.replicas_state, lambda s: s.log_start_offset)}"
         f"\tLogEndOffsets: {_column(p.replicas_state, lambda s: s.log_end_offset)}"
         f"\tHighWatermarks: {_column(p.replicas_state, lambda s: s.high_watermark)}"
-        f"\tLags: {_lags(p.replicas_state)}"
+        f"\tLags: {_lags(p.replicas_state)}" + _txn_columns(p)
     )
+
+
+def _txn_columns(p: PartitionView) -> str:
+    """The leader's LSO when it reports one, and its open transactions when there are any."""
+    out = "" if p.last_stable_offset is None else f"\tLastStableOffset: {p.last_stable_offset}"
+    if p.open_transactions:
+        out += "\tOpenTransactions: " + ",".join(
+            f"{pid}@{first}" for pid, first in p.open_transactions
+        )
+    return out
 
 
 def describe_lines(topics: Sequence[TopicView], which: PartitionFilter | None = None) -> list[str]:
@@ -263,6 +281,10 @@ def partition_json(p: PartitionView) -> dict[str, Any]:
         "leader_epoch": p.leader_epoch,
         "replicas": list(p.replicas),
         "isr": list(p.isr),
+        "last_stable_offset": p.last_stable_offset,
+        "open_transactions": [
+            {"producer_id": pid, "first_offset": first} for pid, first in p.open_transactions
+        ],
         "replicas_state": [
             {
                 "broker": s.broker,

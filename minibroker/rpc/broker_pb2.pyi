@@ -460,8 +460,16 @@ class DescribeBrokerResponse(_message.Message):
     follower_replication_byte_rate: float
     def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., zookeeper_connect: _Optional[str] = ..., profile: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., partitions: _Optional[_Iterable[_Union[ReplicaDescription, _Mapping]]] = ..., static_config_names: _Optional[_Iterable[str]] = ..., dynamic_default_config: _Optional[_Mapping[str, str]] = ..., dynamic_broker_config: _Optional[_Mapping[str, str]] = ..., leader_replication_byte_rate: _Optional[float] = ..., follower_replication_byte_rate: _Optional[float] = ...) -> None: ...
 
+class OpenTransaction(_message.Message):
+    __slots__ = ("producer_id", "first_offset")
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    producer_id: int
+    first_offset: int
+    def __init__(self, producer_id: _Optional[int] = ..., first_offset: _Optional[int] = ...) -> None: ...
+
 class ReplicaDescription(_message.Message):
-    __slots__ = ("topic", "partition", "is_leader", "leader", "leader_epoch", "log_start_offset", "log_end_offset", "high_watermark", "isr", "remote_replicas")
+    __slots__ = ("topic", "partition", "is_leader", "leader", "leader_epoch", "log_start_offset", "log_end_offset", "high_watermark", "isr", "remote_replicas", "last_stable_offset", "open_transactions")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     IS_LEADER_FIELD_NUMBER: _ClassVar[int]
@@ -472,6 +480,8 @@ class ReplicaDescription(_message.Message):
     HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
     ISR_FIELD_NUMBER: _ClassVar[int]
     REMOTE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    LAST_STABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    OPEN_TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     is_leader: bool
@@ -482,7 +492,9 @@ class ReplicaDescription(_message.Message):
     high_watermark: int
     isr: _containers.RepeatedScalarFieldContainer[int]
     remote_replicas: _containers.RepeatedCompositeFieldContainer[RemoteReplicaDescription]
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., is_leader: _Optional[bool] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., remote_replicas: _Optional[_Iterable[_Union[RemoteReplicaDescription, _Mapping]]] = ...) -> None: ...
+    last_stable_offset: int
+    open_transactions: _containers.RepeatedCompositeFieldContainer[OpenTransaction]
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., is_leader: _Optional[bool] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., remote_replicas: _Optional[_Iterable[_Union[RemoteReplicaDescription, _Mapping]]] = ..., last_stable_offset: _Optional[int] = ..., open_transactions: _Optional[_Iterable[_Union[OpenTransaction, _Mapping]]] = ...) -> None: ...
 
 class RemoteReplicaDescription(_message.Message):
     __slots__ = ("broker_id", "log_end_offset", "last_caught_up_ms_ago", "log_start_offset")

@@ -196,6 +196,7 @@ def test_describe_shows_zookeepers_state_and_the_brokers_offsets(c: Cluster) -> 
             f"\tIsr: {','.join(map(str, s.isr))}\tLeaderEpoch: {s.leader_epoch}"
             f"\tLogStartOffsets: 0,0,0"
             f"\tLogEndOffsets: {leo},{leo},{leo}\tHighWatermarks: {leo},{leo},{leo}\tLags: 0,0,0"
+            f"\tLastStableOffset: {leo}"  # no transaction: the LSO is the HW
         )
 
     (p0,) = [o for o in describe_json(c) if o["partition"] == 0]
@@ -206,6 +207,8 @@ def test_describe_shows_zookeepers_state_and_the_brokers_offsets(c: Cluster) -> 
         "leader_epoch": states[0].leader_epoch,
         "replicas": [1, 2, 3],
         "isr": list(states[0].isr),
+        "last_stable_offset": 3,
+        "open_transactions": [],
         "replicas_state": [
             {"broker": b, "log_start_offset": 0, "log_end_offset": 3, "high_watermark": 3,
              "lag": 0, "reachable": True, "live": True, "adding": False, "removing": False}

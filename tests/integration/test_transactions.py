@@ -182,3 +182,32 @@ def test_offsets_sent_to_a_transaction_are_committed_with_it(tc: Cluster) -> Non
         wait_until(lambda: committed() == [3, 2], timeout_s=DEADLINE_S, what="offsets [3, 2]")
     finally:
         consumer.close()
+
+
+def test_describe_shows_the_last_stable_offset_and_the_open_transaction(tc: Cluster) -> None:
+    create_topic(tc, "shown", partitions=1)
+    p = producer(tc, "shown-id")
+    p.begin_transaction()
+    p.produce("shown", b"open", partition=0)
+    p.flush(DEADLINE_S)
+
+    def row() -> dict[str, Any]:
+        (r,) = json.loads(tc.cli("topics", "describe", "shown", "--json").stdout)
+        return dict(r)
+
+    open_row = wait_until(
+        lambda: (r := row())["open_transactions"] and r, timeout_s=DEADLINE_S,
+        what="the open transaction in describe",
+    )  # fmt: skip
+    hw = next(
+        s["high_watermark"] for s in open_row["replicas_state"] if s["broker"] == open_row["leader"]
+    )
+    assert open_row["last_stable_offset"] == 0 < hw
+    assert [t["first_offset"] for t in open_row["open_transactions"]] == [0]
+    text = tc.cli("topics", "describe", "shown").stdout
+    assert "\tLastStableOffset: 0\tOpenTransactions: " in text
+    p.commit_transaction(DEADLINE_S)
+    wait_until(
+        lambda: (r := row())["open_transactions"] == [] and r["last_stable_offset"] == 2,
+        timeout_s=DEADLINE_S, what="the LSO past the commit marker",
+    )  # fmt: skip

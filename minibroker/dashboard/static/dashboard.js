@@ -145,11 +145,17 @@ function fillRow(tr, p) {
   setAttr(tr, "data-leader", p.leader ?? -1);
   setAttr(tr, "data-isr", [...p.isr].sort((a, b) => a - b).join(","));
   setAttr(tr, "data-leader-epoch", p.leader_epoch ?? "");
+  // The leader's last stable offset (read_committed consumers read below it) and its open
+  // transactions: shown when a transaction holds the LSO below the HW.
+  setAttr(tr, "data-lso", p.last_stable_offset ?? "");
+  setAttr(tr, "data-open-txns", (p.open_transactions || []).length);
   const [, leader, epoch, replicas, isr, cells] = tr.children;
   setText(leader, p.leader ?? "none");
   setText(epoch, p.leader_epoch ?? "-");
   // Words, not symbols: a stopwatch glyph is missing from common fonts (Debian's chromium).
-  const marks = [p.reassigning ? "moving" : "", p.throttled ? "throttled" : ""].filter(Boolean);
+  const open = (p.open_transactions || []).length;
+  const txns = open ? `${open} open txn${open > 1 ? "s" : ""}, LSO ${p.last_stable_offset}` : "";
+  const marks = [p.reassigning ? "moving" : "", p.throttled ? "throttled" : "", txns].filter(Boolean);
   setText(replicas, p.replicas.join(",") + (marks.length ? ` (${marks.join(", ")})` : ""));
   setText(isr, p.isr.join(","));
   while (cells.children.length > p.replicas_state.length) cells.lastChild.remove();

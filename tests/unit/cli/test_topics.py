@@ -203,6 +203,25 @@ def test_no_leader_no_state_and_a_replica_not_hosted() -> None:
     )
 
 
+def test_the_leaders_last_stable_offset_and_open_transactions_are_shown() -> None:
+    import dataclasses
+
+    leader = dataclasses.replace(
+        replica(TP0, 1, 1, 10, 10, {2: 10, 3: 7}),
+        last_stable_offset=6, open_transactions=((4000, 6), (4001, 8)),
+    )  # fmt: skip
+    reports: BrokerReports = {**REPORTS, 1: broker(1, leader, replica(TP1, 2, 1, 4, 4))}
+    view = topic_view(INFO, reports)
+    line = describe_lines([view])[1]
+    assert line.endswith("\tLags: 0,0,3\tLastStableOffset: 6\tOpenTransactions: 4000@6,4001@8")
+    (p0, _) = describe_json([view])
+    assert p0["last_stable_offset"] == 6
+    assert p0["open_transactions"] == [
+        {"producer_id": 4000, "first_offset": 6},
+        {"producer_id": 4001, "first_offset": 8},
+    ]
+
+
 def test_json_objects() -> None:
     out = describe_json([topic_view(INFO, REPORTS)])
     assert [(o["topic"], o["partition"]) for o in out] == [(T, 0), (T, 1)]
@@ -213,6 +232,8 @@ def test_json_objects() -> None:
         "leader_epoch": 3,
         "replicas": [1, 2, 3],
         "isr": [1, 2, 3],
+        "last_stable_offset": None,
+        "open_transactions": [],
         "replicas_state": [
             {"broker": 1, "log_start_offset": 0,
              "log_end_offset": 10, "high_watermark": 10, "lag": 0, "reachable": True,
