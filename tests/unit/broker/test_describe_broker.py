@@ -21,6 +21,13 @@ class Offsets:
     log_end_offset: int = 0
     log_start_offset: int = 0
     epoch_cache: LeaderEpochCache = field(default_factory=LeaderEpochCache)
+    open: dict[int, int] = field(default_factory=dict)  # producer id -> first offset
+
+    def last_stable_offset(self, hw: int) -> int:
+        return min([hw, *self.open.values()])
+
+    def open_transactions(self) -> dict[int, int]:
+        return dict(self.open)
 
 
 def hosted(local: int, leader: int, leo: int) -> tuple[HostedPartition, Offsets]:
@@ -52,6 +59,10 @@ def test_the_leader_reports_its_log_its_isr_and_each_followers_fetch_offset() ->
     # Broker 3 has not fetched since this broker became leader: its LEO is unknown (-1), and it
     # has not caught up since (-1).
     assert remotes == {2: (10, 500), 3: (-1, -1)}
+    assert d.HasField("last_stable_offset") and d.last_stable_offset == 0
+    log.open = {7: 4}
+    d = replica_description(TP, h, now_ms=2_000)
+    assert [(t.producer_id, t.first_offset) for t in d.open_transactions] == [(7, 4)]
 
 
 def test_a_follower_reports_its_own_log_and_hw_and_no_remote_replicas() -> None:
@@ -60,3 +71,4 @@ def test_a_follower_reports_its_own_log_and_hw_and_no_remote_replicas() -> None:
     d = replica_description(TP, h, now_ms=0)
     assert (d.is_leader, d.leader, d.log_end_offset, d.high_watermark) == (False, 1, 7, 6)
     assert list(d.isr) == [] and list(d.remote_replicas) == []
+    assert not d.HasField("last_stable_offset")  # only the leader knows it
