@@ -150,7 +150,9 @@ class LogCleaner:
             found = cleanable(
                 log.segment_infos(), self._config(tp.topic), checkpoint=self.checkpoint.get(tp),
                 log_start_offset=log.log_start_offset, log_end_offset=log.log_end_offset,
-                high_watermark=hosted.partition.high_watermark, now_ms=now,
+                # Kafka's firstUncleanableDirtyOffset: never an open transaction's records.
+                high_watermark=log.last_stable_offset(hosted.partition.high_watermark),
+                now_ms=now,
             )  # fmt: skip
             if found.due(self._config(tp.topic)) and (best is None or found.ratio > best[2].ratio):
                 best = (tp, hosted, found)
@@ -175,6 +177,9 @@ class LogCleaner:
             map_capacity=capacity_for(
                 self.settings.get_int("log.cleaner.dedupe.buffer.size"),
                 self.settings.get_float("log.cleaner.io.buffer.load.factor"),
+            ),
+            aborted=tuple(
+                (a.producer_id, a.first_offset, a.last_offset) for a in log.all_aborted()
             ),
         )  # fmt: skip
         try:

@@ -227,6 +227,10 @@ class LogTransactions:
         """Producer id -> first offset of each open transaction (for describing)."""
         return self._txn_table().txns.open_transactions()
 
+    def all_aborted(self) -> list[AbortedTxn]:
+        """Every aborted transaction in the log's indexes (the log cleaner removes them)."""
+        return [e for s in self._segments for e in self._aborted.get(s.base_offset, [])]
+
     def aborted_transactions(self, fetch_offset: int, data: bytes) -> list[AbortedTxn]:
         """What a read_committed fetch of `data` (read from `fetch_offset`) must carry: every
         aborted transaction overlapping the offsets it covers (collectAbortedTransactions)."""

@@ -32,6 +32,7 @@ from minibroker.core.records import HEADER_SIZE, NO_PRODUCER_ID, BatchHeader
 READ_CHUNK_BYTES = 1 << 20
 WRITE_CHUNK_BYTES = 8 << 20  # the cleaned segment is written in pieces of about this size
 CONTROL_FLAG = 0x20
+TRANSACTIONAL_FLAG = 0x10
 
 
 class CleanAborted(Exception):
@@ -47,6 +48,17 @@ class CleanPlan:
     segment_bytes: int
     index_interval_bytes: int
     map_capacity: int
+    # Aborted transactions (producer id, first offset, marker offset) of the log: their
+    # records take no part in the key map and are removed (Kafka's cleaner discards aborted
+    # transactional data; the markers stay).
+    aborted: tuple[tuple[int, int, int], ...] = ()
+
+    def is_aborted(self, h: BatchHeader) -> bool:
+        data = h.attributes & (TRANSACTIONAL_FLAG | CONTROL_FLAG) == TRANSACTIONAL_FLAG
+        return data and any(
+            pid == h.producer_id and first <= h.base_offset <= last
+            for pid, first, last in self.aborted
+        )
 
 
 @dataclass(frozen=True)
@@ -103,6 +115,8 @@ def build_offset_map(
             continue
         for buf, h in batches(store, info):
             if h.last_offset < plan.first_dirty or h.attributes & CONTROL_FLAG:
+                continue
+            if plan.is_aborted(h):
                 continue
             if h.base_offset >= plan.first_uncleanable:
                 return
@@ -177,6 +191,8 @@ def _clean_group(
         out: list[bytes] = []
         for buf, h in batches(store, info):
             result.bytes_read += h.size
+            if plan.is_aborted(h):
+                continue  # an aborted transaction's records go
             data = _filter(buf, h, offset_map, retain_deletes, last_of_producer, result)
             if data is None:
                 continue
