@@ -89,6 +89,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="how the tasks produce: grpc (minibroker's producer) or kafka (kafka-python's "
         "KafkaProducer on the brokers' KAFKA listeners); verification reads over gRPC",
     )
+    t.add_argument(
+        "--transactional",
+        action="store_true",
+        help="produce in transactions (Kafka's transactional producer; needs --protocol kafka "
+        "and --acks all) and verify exactly-once with a read_committed read",
+    )
+    t.add_argument(
+        "--transaction-records",
+        type=_positive,
+        default=100,
+        help="records per transaction with --transactional (100)",
+    )
     r = p.add_argument_group("run")
     r.add_argument("--master", default="local[*]", help="Spark master (local[*])")
     r.add_argument("--tasks", type=_positive, help="producing tasks (default: by size and cores)")

@@ -215,7 +215,7 @@ def _write_task(
     attempt = str(ctx.taskAttemptId()) if ctx is not None else uuid.uuid4().hex
     records = rows_to_records(rows, columns, options)
     if options.protocol == "kafka":
-        ledger = produce_records_kafka(records, options)
+        ledger = produce_records_kafka(records, options, partition_id)
     else:
         ledger = asyncio.run(produce_records(records, options))
     ledger_file = None

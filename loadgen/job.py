@@ -42,6 +42,8 @@ class Sink:
     ledger_dir: Path
     protocol: str = "grpc"  # kafka: bootstrap names the brokers' KAFKA listeners
     command_config: Path | None = None  # kafka: the client properties file (SASL, TLS)
+    transactional_id: str | None = None  # kafka: produce in transactions (a prefix per run)
+    transaction_records: int = 100
 
     def options(self) -> dict[str, str]:
         options = {
@@ -53,6 +55,9 @@ class Sink:
         }
         if self.command_config is not None:
             options["command.config"] = str(self.command_config)
+        if self.transactional_id is not None:
+            options["transactional.id"] = self.transactional_id
+            options["transaction.records"] = str(self.transaction_records)
         return options
 
 

@@ -82,12 +82,17 @@ class _KafkaRecorder:
             self.ledger.add(record, digest, send_ms, now_ms(), KafkaClientError(exc))
 
 
-def produce_records_kafka(records: Iterable[OutRecord], options: WriteOptions) -> Ledger:
+def produce_records_kafka(
+    records: Iterable[OutRecord], options: WriteOptions, task: int = 0
+) -> Ledger:
     """Send every record through one KafkaProducer, flush, and return the ledger. Raises
-    MinibrokerSourceError only when a topic cannot be written at all."""
+    MinibrokerSourceError only when a topic cannot be written at all. With a transactional
+    id, in transactions (produce_transactionally, confluent-kafka's producer)."""
     from kafka import KafkaProducer
     from kafka.errors import KafkaError
 
+    if options.transactional_id is not None:
+        return produce_transactionally(records, options, task)
     try:
         producer = KafkaProducer(**producer_config(options))
     except KafkaError as exc:
@@ -128,3 +133,90 @@ def _check_topic(
             f"topic {topic!r} is not in the metadata of the Kafka listeners at "
             f"{options.bootstrap} after max.block.ms={options.max_block_ms}; create it first"
         )
+
+
+def produce_transactionally(
+    records: Iterable[OutRecord], options: WriteOptions, task: int
+) -> Ledger:
+    """Transactions of `transaction.records` records each through confluent-kafka's
+    (librdkafka's) transactional producer, whose transactional id is the option's prefix and
+    the task's number: begin, send, commit. A record is acknowledged in the ledger only when
+    its transaction committed (at the offset its delivery report gave); the records of a
+    transaction that aborted or failed are failed, with the error that ended it, so the
+    verification expects none of them in a read_committed read. A fenced or otherwise fatal
+    producer is replaced by a new one with the same id, as an application must."""
+    from confluent_kafka import KafkaException, Producer
+
+    security: dict[str, str] = {}
+    if options.command_config:
+        try:
+            security = read_properties(Path(options.command_config)).confluent()
+        except (OSError, ValueError) as exc:
+            raise MinibrokerSourceError(f"option 'command.config': {exc}") from None
+    config = security | {
+        "bootstrap.servers": options.bootstrap,
+        "transactional.id": f"{options.transactional_id}-{task}",
+        "linger.ms": options.linger_ms,
+        "request.timeout.ms": options.request_timeout_ms,
+        "delivery.timeout.ms": options.delivery_timeout_ms,
+        # librdkafka: a record may not outlive its transaction.
+        "transaction.timeout.ms": max(60_000, options.delivery_timeout_ms),
+    }
+    ledger = Ledger()
+    batch: list[tuple[OutRecord, int]] = []
+    delivered: dict[int, Any] = {}  # index in the batch -> RecordMetadata or the error
+
+    def new_producer() -> Any:
+        producer = Producer(config)
+        producer.init_transactions(options.delivery_timeout_ms / 1000)
+        return producer
+
+    def report(i: int) -> Any:
+        def on_delivery(err: Any, msg: Any) -> None:
+            if err is not None:
+                delivered[i] = KafkaClientError(KafkaException(err))
+            else:
+                delivered[i] = RecordMetadata(
+                    msg.topic(), msg.partition(), msg.offset(), msg.timestamp()[1]
+                )
+
+        return on_delivery
+
+    def finish(producer: Any) -> Any:
+        error: BaseException | None = None
+        try:
+            producer.commit_transaction(options.delivery_timeout_ms / 1000)
+        except KafkaException as exc:
+            error = KafkaClientError(exc)
+            try:
+                if exc.args[0].txn_requires_abort():
+                    producer.abort_transaction(options.delivery_timeout_ms / 1000)
+                else:
+                    producer = new_producer()  # fatal (fenced): a new instance takes over
+            except KafkaException:
+                producer = new_producer()
+        done = now_ms()
+        for i, (record, send_ms) in enumerate(batch):
+            outcome = error or delivered.get(i) or KafkaClientError(RuntimeError("no report"))
+            ledger.add(record, value_digest(record.value), send_ms, done, outcome)
+        batch.clear()
+        delivered.clear()
+        return producer
+
+    producer = new_producer()
+    for record in records:
+        if not batch:
+            producer.begin_transaction()
+        send_ms = now_ms()
+        kwargs = {} if record.partition is None else {"partition": record.partition}
+        producer.produce(
+            record.topic, record.value, record.key, on_delivery=report(len(batch)), **kwargs
+        )
+        producer.poll(0)
+        batch.append((record, send_ms))
+        if len(batch) >= options.transaction_records:
+            producer = finish(producer)
+    if batch:
+        producer = finish(producer)
+    producer.flush(options.delivery_timeout_ms / 1000)
+    return ledger

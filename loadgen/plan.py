@@ -49,6 +49,11 @@ def plan_run(args: argparse.Namespace) -> Plan:
         )
     if args.dir is not None and args.compose is not None:
         raise UsageError("give --dir or --compose, not both")
+    if getattr(args, "transactional", False) and (args.protocol != "kafka" or args.acks != "all"):
+        raise UsageError(
+            "--transactional needs --protocol kafka and --acks all (Kafka's transactional "
+            "producer is idempotent)"
+        )
     records = args.records or max(1, round(args.rate * args.duration))
     spec = WorkloadSpec(
         records=records,

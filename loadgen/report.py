@@ -219,7 +219,20 @@ def verdict_line(v: Mapping[str, Any] | None) -> str:
             if v.get("expired")
             else ""
         )
+        + _exactly_once(v.get("exactly_once"))
     )
+
+
+def _exactly_once(verdict: bool | None) -> str:
+    """--transactional runs: what read_committed showed."""
+    if verdict is None:
+        return ""
+    if verdict:
+        return (
+            "; exactly-once: yes (read_committed: every committed record once, no gap, "
+            "nothing of an aborted transaction)"
+        )
+    return "; exactly-once: NO (read_committed shows a duplicate, a gap or aborted records)"
 
 
 # ---- the shell: ledger in, report.json out ------------------------------------------------------

@@ -74,7 +74,11 @@ def execute(args: argparse.Namespace, plan: Plan) -> int:
         client_config = kafka_client_config(args)
         sink_bootstrap = kafka_brokers_in_zookeeper(zk, kafka_listener_for(client_config))
     ledger_dir = (plan.out_dir / "ledger").resolve()
-    sink = Sink(sink_bootstrap, args.topic, args.acks, ledger_dir, args.protocol, client_config)
+    sink = Sink(
+        sink_bootstrap, args.topic, args.acks, ledger_dir, args.protocol, client_config,
+        f"loadgen-{plan.out_dir.name}" if args.transactional else None,
+        args.transaction_records,
+    )  # fmt: skip
     tasks = args.tasks or default_tasks(spec.records, master_cores(args.master))
     say(f"loadgen: {describe(plan, spec, args, tasks)}; run dir {plan.out_dir}")
     say(f"loadgen: starting Spark ({args.master})")
@@ -94,6 +98,7 @@ def execute(args: argparse.Namespace, plan: Plan) -> int:
             ledger_dir=sink.ledger_dir,
             starting=starting,
             log_starts=lambda: end_offsets(bootstrap, args.topic, partitions, beginning=True),
+            transactional=args.transactional,
         )
     finally:
         spark.stop()
@@ -291,6 +296,8 @@ def describe(plan: Plan, spec: WorkloadSpec, args: argparse.Namespace, tasks: in
         else f"{plan.rate:,} records/s for {plan.duration_s:g} s ({spec.records:,} records)"
     )
     via = " through the brokers' KAFKA listeners (kafka-python)" if args.protocol == "kafka" else ""
+    if args.transactional:
+        via += f", in transactions of {args.transaction_records} records"
     return (
         f"{how} of {spec.record_size} bytes, {spec.keys} {spec.key_distribution} keys, "
         f"acks={args.acks}, to topic {args.topic} in {tasks} task(s){via}"
@@ -314,6 +321,8 @@ def describe_json(
         "seed": spec.seed,
         "acks": args.acks,
         "protocol": args.protocol,
+        "transactional": args.transactional,
+        "transaction_records": args.transaction_records if args.transactional else None,
         "master": args.master,
         "tasks": tasks,
         "faults_planned": [f.text for f in plan.faults],

@@ -252,6 +252,7 @@ async def topic_offsets(options: ReadOptions, *, with_beginning: bool = True) ->
         bootstrap,
         request_timeout_ms=options.request_timeout_ms,
         default_api_timeout_ms=options.max_block_ms,
+        isolation_level="read_committed" if options.read_committed else "read_uncommitted",
     ) as consumer:
         try:
             partitions = await consumer.partitions_for(topic, timeout_ms=options.max_block_ms)
@@ -317,6 +318,7 @@ async def _open_consumer(options: ReadOptions, tp: TopicPartition, start: int) -
         auto_offset_reset="none" if options.fail_on_data_loss else "earliest",
         request_timeout_ms=options.request_timeout_ms,
         default_api_timeout_ms=options.max_block_ms,
+        isolation_level="read_committed" if options.read_committed else "read_uncommitted",
     )
     consumer.assign([tp])
     if start == EARLIEST:

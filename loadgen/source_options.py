@@ -17,6 +17,12 @@ its own such as checkpointLocation):
                        KafkaProducer; bootstrap names the brokers' KAFKA listeners)
   command.config       with protocol kafka: a Kafka client properties file (security.protocol,
                        sasl.*, ssl.*), read by each task, so no password travels in the options
+  transactional.id     with protocol kafka: each task produces in transactions, with this
+                       prefix and its partition as its transactional id (a retried task fences
+                       its zombie); a record counts as acknowledged once its transaction commits
+  transaction.records  records per transaction (default 100)
+  isolation.level      reads: read_uncommitted (default) | read_committed (below the LSO,
+                       aborted transactions left out)
   startingOffsets      earliest (default) | latest | {"topic": {"0": 23, "1": -2}}
   endingOffsets        latest (default: each HW when the batch read is planned) | JSON as above;
                        JSON leaves out partitions at earliest (starting) / latest (ending)
@@ -61,6 +67,8 @@ class WriteOptions:
     ledger_path: str | None
     protocol: Protocol = "grpc"
     command_config: str | None = None  # protocol kafka: the client's security settings (a path)
+    transactional_id: str | None = None  # protocol kafka: produce in transactions (a prefix)
+    transaction_records: int = 100
 
 
 @dataclass(frozen=True)
@@ -73,6 +81,7 @@ class ReadOptions:
     max_block_ms: int
     poll_timeout_ms: int
     fail_on_data_loss: bool = True
+    read_committed: bool = False
 
 
 @dataclass(frozen=True)
@@ -156,7 +165,13 @@ def parse_write_options(options: Mapping[str, str], *, has_topic_column: bool) -
         ledger_path=opts.get("ledger.path", "").strip() or None,
         protocol=_protocol(opts.get("protocol", "grpc").strip()),
         command_config=opts.get("command.config", "").strip() or None,
+        transactional_id=opts.get("transactional.id", "").strip() or None,
+        transaction_records=_int(opts, "transaction.records", 100, minimum=1),
     )
+    if parsed.transactional_id is not None and parsed.protocol != "kafka":
+        raise MinibrokerSourceError("option 'transactional.id' needs protocol kafka")
+    if parsed.transactional_id is not None and parsed.acks != -1:
+        raise MinibrokerSourceError("option 'transactional.id' needs acks all")
     # The producer refuses this combination (Kafka's rule); say so on the driver, not per task.
     if parsed.delivery_timeout_ms < parsed.linger_ms + parsed.request_timeout_ms:
         raise MinibrokerSourceError(
@@ -183,7 +198,17 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         max_block_ms=_int(opts, "max.block.ms", 10000, minimum=1),
         poll_timeout_ms=_int(opts, "poll.timeout.ms", 120000, minimum=1),
         fail_on_data_loss=_bool(opts, "failondataloss", True),
+        read_committed=_isolation(opts.get("isolation.level", "read_uncommitted")),
     )
+
+
+def _isolation(raw: str) -> bool:
+    level = raw.strip().lower()
+    if level not in ("read_uncommitted", "read_committed"):
+        raise MinibrokerSourceError(
+            f"option 'isolation.level' must be read_uncommitted or read_committed, got {raw!r}"
+        )
+    return level == "read_committed"
 
 
 def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:

@@ -11,6 +11,7 @@ idempotence allows them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -45,10 +46,13 @@ class Verification:
     unconfirmed: int = 0
     unconfirmed_lost: int = 0
     expired: int = 0  # acknowledged, below the log start offset: removed by retention
+    # --transactional: read with read_committed, every committed record once (no duplicate,
+    # no gap) and nothing of an aborted or failed transaction visible; None otherwise.
+    exactly_once: bool | None = None
 
     @property
     def ok(self) -> bool:
-        return self.missing == 0
+        return self.missing == 0 and self.exactly_once is not False
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok}
@@ -68,7 +72,11 @@ def read_ledger(spark: SparkSession, ledger_dir: Path) -> DataFrame:
 
 
 def read_topic(
-    spark: SparkSession, bootstrap: Sequence[str], topic: str, starting: Mapping[int, int]
+    spark: SparkSession,
+    bootstrap: Sequence[str],
+    topic: str,
+    starting: Mapping[int, int],
+    read_committed: bool = False,
 ) -> DataFrame:
     """The topic's records from `starting` to the high watermark, as (partition, offset, key,
     digest, seq), materialised once so that every count sees the same snapshot."""
@@ -80,6 +88,7 @@ def read_topic(
         # Retention may remove the start of the range while it is read: go on from the log
         # start (what was removed is below the log start read afterwards: not checked).
         .option("failOnDataLoss", "false")
+        .option("isolation.level", "read_committed" if read_committed else "read_uncommitted")
         .load()
     )
     # The sequence number is the value's first digits (loadgen.workload); foreign values give
@@ -103,13 +112,18 @@ def verify(
     ledger_dir: Path,
     starting: Mapping[int, int],
     log_starts: Callable[[], Mapping[int, int]] | None = None,
+    transactional: bool = False,
 ) -> Verification:
     """Run the comparison (see the module docstring); `starting` holds each partition's high
     watermark from before the run; `log_starts` asks each partition's log start offset, after
     the topic was read."""
     ledger = read_ledger(spark, ledger_dir).where(F.col("topic") == topic)
-    records = read_topic(spark, bootstrap, topic, starting)
-    return compare(ledger, records, log_starts() if log_starts is not None else None)
+    records = read_topic(spark, bootstrap, topic, starting, read_committed=transactional)
+    found = compare(ledger, records, log_starts() if log_starts is not None else None)
+    if not transactional:
+        return found
+    exact = found.missing == found.moved == found.duplicates == found.unacknowledged_present == 0
+    return dataclasses.replace(found, exactly_once=exact)
 
 
 def compare(

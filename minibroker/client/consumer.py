@@ -57,6 +57,7 @@ class Consumer:
         default_api_timeout_ms: int = 60000,
         metadata_max_age_ms: int = 300000,
         channels: ChannelPool | None = None,
+        isolation_level: str = "read_uncommitted",
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(
@@ -69,6 +70,14 @@ class Consumer:
             retry_backoff_ms=retry_backoff_ms,
             metadata_max_age_ms=metadata_max_age_ms,
         )
+        if isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ValueError(
+                f"isolation_level must be read_uncommitted or read_committed, "
+                f"not {isolation_level!r}"
+            )
+        # read_committed: fetches stop at the LSO and leave aborted transactions out; "latest"
+        # is the LSO (Kafka's isolation.level).
+        self._isolation = 1 if isolation_level == "read_committed" else 0
         self._subs = SubscriptionState(auto_offset_reset)
         self._max_wait_ms = max_wait_ms
         self._min_bytes = min_bytes
@@ -173,6 +182,7 @@ class Consumer:
             timeout_ms=self._api_timeout_ms,
             request_timeout_ms=self._request_timeout_ms,
             retry_backoff_ms=self._retry_backoff_ms,
+            isolation_level=self._isolation,
         )
 
     def _position_or_raise(self, tp: TopicPartition) -> int:
@@ -256,6 +266,7 @@ class Consumer:
             min_bytes=self._min_bytes,
             max_bytes=self._max_bytes,
             partition_max_bytes=self._max_partition_bytes,
+            isolation_level=self._isolation,
         )
         deadline_ms = self._request_timeout_ms + self._max_wait_ms
         try:
@@ -316,9 +327,14 @@ class Consumer:
                 )
                 if code is ErrorCode.NONE:
                     try:
+                        aborted = None
+                        if self._isolation:
+                            aborted = [(a.producer_id, a.first_offset)
+                                       for a in p.aborted_transactions]  # fmt: skip
                         records += self._subs.apply_fetched(
-                            tp, offsets[tp], p.records, p.high_watermark, p.log_start_offset
-                        )
+                            tp, offsets[tp], p.records, p.high_watermark, p.log_start_offset,
+                            aborted,
+                        )  # fmt: skip
                     except RecordError as exc:
                         errors.append(BrokerError(exc.code, f"{tp} at offset {offsets[tp]}: {exc}"))
                 else:

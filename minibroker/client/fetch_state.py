@@ -10,8 +10,17 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
+from minibroker.core.control_records import read_marker
 from minibroker.core.errors import REFRESH_METADATA, RETRIABLE, ErrorCode
-from minibroker.core.records import BatchHeader, Record, RecordError, decode_batch, iter_batches
+from minibroker.core.records import (
+    CONTROL_FLAG,
+    TRANSACTIONAL_FLAG,
+    BatchHeader,
+    Record,
+    RecordError,
+    decode_batch,
+    iter_batches,
+)
 from minibroker.core.types import TopicPartition
 
 OffsetReset = Literal["earliest", "latest", "none"]
@@ -73,7 +82,40 @@ def fetch_error_action(code: ErrorCode, auto_offset_reset: OffsetReset) -> Error
     return ErrorAction.RAISE
 
 
-def records_from(data: bytes, fetch_offset: int) -> tuple[list[Record], int | None]:
+def committed_only(
+    data: bytes, headers: list[BatchHeader], aborted: list[tuple[int, int]] | None
+) -> list[BatchHeader]:
+    """The data batches a consumer returns: never a control batch (a COMMIT/ABORT marker); with
+    `aborted` (read_committed: the fetch's aborted transactions, producer id and first offset),
+    not a transactional batch of an aborted transaction either (Kafka's Fetcher: a producer is
+    aborted from its aborted transaction's first offset until its ABORT marker)."""
+    pending = sorted(aborted or [], key=lambda a: a[1])
+    aborting: set[int] = set()
+    kept = []
+    for h in headers:
+        while pending and pending[0][1] <= h.last_offset:
+            aborting.add(pending.pop(0)[0])
+        if h.attributes & CONTROL_FLAG:
+            if h.producer_id in aborting and _is_abort(data, h):
+                aborting.discard(h.producer_id)
+            continue
+        if aborted is not None and h.attributes & TRANSACTIONAL_FLAG and h.producer_id in aborting:
+            continue
+        kept.append(h)
+    return kept
+
+
+def _is_abort(data: bytes, h: BatchHeader) -> bool:
+    try:
+        (record,) = decode_batch(data, h)
+        return not read_marker(record.key, record.value).commit
+    except (ValueError, RecordError):
+        return False  # not a marker that reads: the producer stays aborted
+
+
+def records_from(
+    data: bytes, fetch_offset: int, aborted: list[tuple[int, int]] | None = None
+) -> tuple[list[Record], int | None]:
     """The records at or after `fetch_offset` in fetched bytes, and the position after them
     (None when no batch ends past `fetch_offset`).
 
@@ -92,7 +134,8 @@ def records_from(data: bytes, fetch_offset: int) -> tuple[list[Record], int | No
         if not headers:
             raise
     out: list[Record] = []
-    for h in headers:
+    end = headers[-1].next_offset if headers else None
+    for h in committed_only(data, headers, aborted):
         try:
             records = decode_batch(data, h)
         except RecordError:
@@ -102,7 +145,7 @@ def records_from(data: bytes, fetch_offset: int) -> tuple[list[Record], int | No
         if h.base_offset < fetch_offset:
             records = [r for r in records if r.offset >= fetch_offset]
         out.extend(records)
-    return out, (headers[-1].next_offset if headers else None)
+    return out, end
 
 
 class SubscriptionState:
@@ -175,6 +218,7 @@ class SubscriptionState:
         data: bytes,
         high_watermark: int,
         log_start_offset: int,
+        aborted: list[tuple[int, int]] | None = None,
     ) -> list[ConsumerRecord]:
         """Take in one partition's fetched bytes: the records from `fetch_offset` on, with the
         position moved past them. Nothing if the position moved since the fetch was sent."""
@@ -183,7 +227,7 @@ class SubscriptionState:
             return []
         st.high_watermark = high_watermark
         st.log_start_offset = log_start_offset
-        records, next_offset = records_from(data, fetch_offset)
+        records, next_offset = records_from(data, fetch_offset, aborted)
         if next_offset is not None:
             st.position = max(fetch_offset, next_offset)
         return [

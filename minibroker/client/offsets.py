@@ -24,8 +24,10 @@ async def list_offsets(
     timeout_ms: int,
     request_timeout_ms: int,
     retry_backoff_ms: int,
+    isolation_level: int = 0,
 ) -> dict[TopicPartition, int]:
-    """The offset for each partition's timestamp (-1 latest, -2 earliest). Raises
+    """The offset for each partition's timestamp (-1 latest: the LSO with isolation level 1,
+    read_committed; -2 earliest). Raises
     UnknownTopicError, a non-retriable BrokerError, or BrokerError after `timeout_ms`."""
     deadline = monotonic_ms() + timeout_ms
     await _check_partitions_exist(metadata, timestamps, timeout_ms)
@@ -40,7 +42,7 @@ async def list_offsets(
                 by_leader.setdefault(leader, {})[tp] = ts
         answers = await asyncio.gather(
             *(
-                _ask(metadata, channels, node, ts, request_timeout_ms)
+                _ask(metadata, channels, node, ts, request_timeout_ms, isolation_level)
                 for node, ts in by_leader.items()
             )
         )
@@ -84,8 +86,9 @@ async def _ask(
     node: BrokerNode,
     timestamps: Mapping[TopicPartition, int],
     request_timeout_ms: int,
+    isolation_level: int = 0,
 ) -> dict[TopicPartition, tuple[ErrorCode, int]]:
-    request = list_offsets_request(timestamps, metadata.cache.leader_epoch)
+    request = list_offsets_request(timestamps, metadata.cache.leader_epoch, isolation_level)
     try:
         resp = await channels.call(node.address, "ListOffsets", request, request_timeout_ms)
     except RpcFailure as exc:

@@ -61,6 +61,7 @@ def fetch_request(
     min_bytes: int,
     max_bytes: int,
     partition_max_bytes: int,
+    isolation_level: int = 0,
 ) -> Any:
     """A consumer's FetchRequest (no replica id) for the partitions at the given offsets."""
     by_topic: dict[str, list[Any]] = {}
@@ -77,11 +78,14 @@ def fetch_request(
         max_wait_ms=max_wait_ms,
         min_bytes=min_bytes,
         max_bytes=max_bytes,
+        isolation_level=isolation_level,
         topics=[broker_pb2.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
     )
 
 
-def list_offsets_request(timestamps: Mapping[TopicPartition, int], epoch_of: EpochOf) -> Any:
+def list_offsets_request(
+    timestamps: Mapping[TopicPartition, int], epoch_of: EpochOf, isolation_level: int = 0
+) -> Any:
     by_topic: dict[str, list[Any]] = {}
     for tp, ts in timestamps.items():
         part = broker_pb2.ListOffsetsPartition(partition_index=tp.partition, timestamp=ts)
@@ -90,7 +94,8 @@ def list_offsets_request(timestamps: Mapping[TopicPartition, int], epoch_of: Epo
             part.current_leader_epoch = epoch
         by_topic.setdefault(tp.topic, []).append(part)
     return broker_pb2.ListOffsetsRequest(
-        topics=[broker_pb2.ListOffsetsTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
+        isolation_level=isolation_level,
+        topics=[broker_pb2.ListOffsetsTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
     )
 
 

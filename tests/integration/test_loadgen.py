@@ -127,3 +127,25 @@ def test_a_run_through_the_kafka_listeners_survives_a_killed_leader(
     assert v["ok"] and v["missing"] == 0 and v["acked"] > 0, v
     assert v["duplicates"] == 0, v  # kafka-python's producer is idempotent with acks=all
     assert report["totals"]["acked"] + report["totals"]["failed"] == 24_000
+
+
+def test_a_transactional_run_is_exactly_once_with_a_killed_leader(
+    c: Cluster, tmp_path: Path
+) -> None:
+    """`--transactional`: each task's kafka-python producer writes transactions of 200
+    records while a partition leader is SIGKILLed; a record counts as acknowledged only when
+    its transaction committed, and the read_committed verification finds each exactly once,
+    and nothing of a transaction that failed."""
+    out = tmp_path / "run"
+    done = loadgen("--protocol", "kafka", "--transactional", "--transaction-records", "200",
+                   "--rate", "1000", "--duration", "12s", "--master", "local[2]",
+                   "--dir", str(c.dir), "--topic", "tx", "--partitions", "3", "--out", str(out),
+                   "--fault", "at=4s kill leader")  # fmt: skip
+    assert "in transactions of 200 records" in done.stdout
+    assert "exactly-once: yes" in done.stdout, done.stdout
+    report = json.loads((out / "report.json").read_text())
+    assert report["run"]["transactional"] is True
+    v = report["verification"]
+    assert v["exactly_once"] is True and v["ok"], v
+    assert v["acked"] > 0 and v["acked"] == v["topic_records"], v
+    assert report["totals"]["acked"] + report["totals"]["failed"] == 12_000

@@ -15,8 +15,15 @@ from minibroker.client.fetch_state import (
     records_from,
     reset_timestamp,
 )
+from minibroker.core.control_records import Marker
 from minibroker.core.errors import ErrorCode
-from minibroker.core.records import NewRecord, RecordError, build_batch
+from minibroker.core.records import (
+    CONTROL_FLAG,
+    TRANSACTIONAL_FLAG,
+    NewRecord,
+    RecordError,
+    build_batch,
+)
 from minibroker.core.types import TopicPartition
 
 TP0 = TopicPartition("t", 0)
@@ -160,3 +167,43 @@ def test_reset_timestamps() -> None:
 )
 def test_fetch_error_actions(code: ErrorCode, reset: OffsetReset, action: ErrorAction) -> None:
     assert fetch_error_action(code, reset) is action
+
+
+def txn_batch(base_offset: int, pid: int, *values: bytes) -> bytes:
+    return build_batch(
+        [NewRecord(b"k", v) for v in values], base_timestamp=1000, base_offset=base_offset,
+        producer_id=pid, producer_epoch=0, base_sequence=base_offset,
+        attributes=TRANSACTIONAL_FLAG,
+    )  # fmt: skip
+
+
+def marker(offset: int, pid: int, commit: bool) -> bytes:
+    m = Marker(commit, 1)
+    return build_batch(
+        [(m.key(), m.value(), (), None)], base_timestamp=1000, base_offset=offset,
+        producer_id=pid, producer_epoch=0, attributes=TRANSACTIONAL_FLAG | CONTROL_FLAG,
+    )  # fmt: skip
+
+
+# Producer 7 commits offsets 0-1 (marker 4), producer 8 aborts 2-3 (marker 5), then plain 6.
+TXN_LOG = (
+    txn_batch(0, 7, b"c0", b"c1") + txn_batch(2, 8, b"a2", b"a3") + marker(4, 7, True)
+    + marker(5, 8, False) + batch(6, b"p6")
+)  # fmt: skip
+
+
+def test_read_committed_leaves_out_aborted_transactions_and_every_marker() -> None:
+    """Kafka's Fetcher with isolation.level=read_committed (FetcherTest
+    testReadCommittedWithCommittedAndAbortedTransactions): an aborted transaction's records
+    are skipped from its first offset to its ABORT marker; markers are never records."""
+    records, end = records_from(TXN_LOG, 0, aborted=[(8, 2)])
+    assert [(r.offset, r.value) for r in records] == [(0, b"c0"), (1, b"c1"), (6, b"p6")]
+    assert end == 7
+    uncommitted, _ = records_from(TXN_LOG, 0)  # read_uncommitted: all data, no markers
+    assert [r.value for r in uncommitted] == [b"c0", b"c1", b"a2", b"a3", b"p6"]
+
+
+def test_an_abort_marker_ends_the_producers_aborted_range() -> None:
+    later = txn_batch(7, 8, b"n7") + marker(8, 8, True)
+    records, _ = records_from(TXN_LOG + later, 0, aborted=[(8, 2)])
+    assert [r.value for r in records] == [b"c0", b"c1", b"p6", b"n7"]

@@ -168,3 +168,11 @@ def test_minibroker_loadgen_end_to_end_refusal() -> None:
     assert (
         done.stderr == "loadgen: error: give either --records or --rate with --duration, not both\n"
     )
+
+
+def test_transactional_needs_the_kafka_protocol_and_acks_all() -> None:
+    with pytest.raises(UsageError, match="--transactional needs --protocol kafka"):
+        plan_run(parse("--records", "10", "--transactional"))
+    with pytest.raises(UsageError, match="--transactional needs"):
+        plan_run(parse("--records", "10", "--transactional", "--protocol", "kafka", "--acks", "1"))
+    assert plan_run(parse("--records", "10", "--transactional", "--protocol", "kafka")).spec

@@ -19,6 +19,7 @@ from loadgen.report import (
     percentile,
     summary_lines,
     totals,
+    verdict_line,
 )
 
 T0 = 1_700_000_000_000
@@ -182,3 +183,11 @@ def test_the_chart_is_a_png(tmp_path: Path) -> None:
     path = tmp_path / "chart.png"
     write_chart(sample_report(), path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_verdict_says_whether_a_transactional_run_was_exactly_once() -> None:
+    base = {"ok": True, "missing": 0, "acked": 10, "moved": 0, "duplicates": 0,
+            "out_of_order": 0, "unacknowledged_present": 0, "unconfirmed": 0}  # fmt: skip
+    assert "exactly-once" not in verdict_line(base)
+    assert "; exactly-once: yes" in verdict_line({**base, "exactly_once": True})
+    assert "; exactly-once: NO" in verdict_line({**base, "ok": False, "exactly_once": False})

@@ -56,6 +56,18 @@ def test_write_options_defaults_and_case_insensitive_names() -> None:
         ({"bootstrap": BOOT, "topic": "t", "linger.ms": "x"}, False, "must be an integer"),
         ({"bootstrap": BOOT, "topic": "t", "batch.size": "0"}, False, "must be >= 1"),
         ({"bootstrap": BOOT, "topic": "t", "delivery.timeout.ms": "100"}, False, "delivery"),
+        ({"bootstrap": BOOT, "topic": "t", "transactional.id": "x"}, False, "needs protocol kafka"),
+        (
+            {
+                "bootstrap": BOOT,
+                "topic": "t",
+                "transactional.id": "x",
+                "protocol": "kafka",
+                "acks": "1",
+            },
+            False,
+            "needs acks all",
+        ),
     ],
 )
 def test_write_options_refused(
@@ -205,3 +217,17 @@ def test_rows_become_records_like_sparks_kafka_sink() -> None:
 def test_write_schemas_refused(fields: list[StructField], message: str) -> None:
     with pytest.raises(MinibrokerSourceError, match=message):
         WriteColumns.from_schema(StructType(fields))
+
+
+def test_transactional_writes_and_read_committed_reads() -> None:
+    w = parse_write_options(
+        {"bootstrap": BOOT, "topic": "t", "protocol": "kafka", "transactional.id": "run-7",
+         "transaction.records": "50"},
+        has_topic_column=False,
+    )  # fmt: skip
+    assert (w.transactional_id, w.transaction_records) == ("run-7", 50)
+    r = parse_read_options({"bootstrap": BOOT, "topic": "t", "isolation.level": "READ_COMMITTED"})
+    assert r.read_committed
+    assert not parse_read_options({"bootstrap": BOOT, "topic": "t"}).read_committed
+    with pytest.raises(MinibrokerSourceError, match="isolation.level"):
+        parse_read_options({"bootstrap": BOOT, "topic": "t", "isolation.level": "serializable"})
