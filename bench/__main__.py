@@ -1,4 +1,5 @@
-"""`python -m bench all|raw|load|nats|failover|scale|dashboard|reassign|logs|security ...`:
+"""`python -m bench all|raw|load|nats|failover|scale|dashboard|reassign|logs|security|
+transactions ...`:
 `all` runs every benchmark and rewrites BENCHMARKS.md; the others run one benchmark and print
 its tables."""
 
@@ -19,6 +20,7 @@ from bench import (
     scale,
     security,
     suite,
+    transactions,
 )
 from bench.common import MissingDependency
 from minibroker.runtime.malloc_tuning import tune_malloc
@@ -34,6 +36,7 @@ COMMANDS: dict[str, ModuleType] = {
     "reassign": reassign,
     "logs": logs,
     "security": security,
+    "transactions": transactions,
 }
 
 

@@ -26,6 +26,7 @@ from bench import (
     report,
     scale,
     security,
+    transactions,
 )
 from bench.common import MissingDependency, Result, Section, format_header, format_row, md_table
 from bench.kafka_report import kafka_section
@@ -323,6 +324,7 @@ def main(args: argparse.Namespace) -> None:
             ],
         ),
         ("security", lambda: [security.measure(seconds=3.0 if args.quick else 10.0)]),
+        ("transactions", lambda: [transactions.measure(seconds=3.0 if args.quick else 10.0)]),
     ]
     for name, stage in stages:
         print(f"\n== {name} ({datetime.now().strftime('%H:%M:%S')})", flush=True)
