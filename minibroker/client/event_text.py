@@ -160,6 +160,42 @@ _SENTENCES: dict[str, Callable[[Event], str]] = {
         f"{e.get('tp')}: log start offset {e.get('previous_log_start_offset')} → "
         f"{e.get('log_start_offset')} (from the {e.get('cause')})"
     ),
+    # Exactly-once (issue 29): coordinators moving with their partitions, transactions.
+    "group_partition_loaded": lambda e: (
+        f"group coordinator for {e.get('tp')}: {e.get('groups')} groups, {e.get('offsets')} "
+        f"committed offsets loaded in {e.get('ms')} ms"
+    ),
+    "group_partition_unloaded": lambda e: f"no longer the group coordinator for {e.get('tp')}",
+    "txn_partition_loaded": lambda e: (
+        f"transaction coordinator for {e.get('tp')} (coordinator epoch "
+        f"{e.get('coordinator_epoch')}): {e.get('transactional_ids')} transactional ids, "
+        f"{e.get('unfinished')} decided transactions to finish"
+    ),
+    "txn_partition_unloaded": lambda e: f"no longer the transaction coordinator for {e.get('tp')}",
+    "txn_producer_initialized": lambda e: (
+        f"{e.get('transactional_id')}: producer {e.get('producer_id')} at epoch {e.get('epoch')}"
+    ),
+    "txn_started": lambda e: (
+        f"{e.get('transactional_id')}: transaction started (producer {e.get('producer_id')}, "
+        f"epoch {e.get('epoch')})"
+    ),
+    "txn_committed": lambda e: (
+        f"{e.get('transactional_id')}: committed on {e.get('partitions')} partitions"
+        + (f" ({e['error']})" if e.get("error") else "")
+    ),
+    "txn_aborted": lambda e: (
+        f"{e.get('transactional_id')}: aborted on {e.get('partitions')} partitions"
+        + (f" ({e['error']})" if e.get("error") else "")
+    ),
+    "txn_fenced": lambda e: (
+        f"{e.get('transactional_id')}: producer {e.get('producer_id')} fenced at epoch "
+        f"{e.get('epoch')} (a new instance; its open transaction aborted)"
+    ),
+    "txn_timed_out": lambda e: (
+        f"{e.get('transactional_id')}: open past its timeout, aborted and fenced at epoch "
+        f"{e.get('epoch')}"
+    ),
+    "txn_id_expired": lambda e: f"{e.get('transactional_id')}: expired and removed",
 }
 
 

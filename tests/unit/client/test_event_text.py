@@ -99,3 +99,16 @@ def test_bad_since_lists_the_forms() -> None:
 
 def test_clock_has_milliseconds() -> None:
     assert clock(T) == "12:00:04.100"
+
+
+def test_transaction_events_read_as_sentences() -> None:
+    base = {"ts": 0, "level": "INFO", "proc": "broker-2", "transactional_id": "orders-tx"}
+    fenced = render({**base, "event": "txn_fenced", "producer_id": 4, "epoch": 3})
+    assert "orders-tx: producer 4 fenced at epoch 3" in fenced
+    committed = render({**base, "event": "txn_committed", "partitions": 2, "error": None})
+    assert "orders-tx: committed on 2 partitions" in committed
+    loaded = render(
+        {**base, "event": "txn_partition_loaded", "tp": "__transaction_state-3",
+         "coordinator_epoch": 5, "transactional_ids": 7, "unfinished": 1}
+    )  # fmt: skip
+    assert "transaction coordinator for __transaction_state-3 (coordinator epoch 5)" in loaded
