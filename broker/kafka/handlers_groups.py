@@ -219,10 +219,20 @@ async def handle_offset_fetch(ctx: KafkaContext, request: Any, version: int) -> 
     described = topics_allowed(ctx, AclOperation.DESCRIBE, {tp.topic for tp in tps})
     if wanted is None:
         tps = [tp for tp in tps if tp.topic in described]
+    # KIP-447 (v7 require_stable): a partition whose offset a transaction is committing
+    # answers UNSTABLE_OFFSET_COMMIT until the transaction's marker lands (getOffsets).
+    stable = version >= 7 and bool(getattr(request, "require_stable", False))
     by_topic: dict[str, list[Any]] = {}
     for tp in tps:
         found = None if tp.topic not in described else committed.get(tp)
         denied = tp.topic not in described
+        unstable = (
+            stable
+            and error is ErrorCode.NONE
+            and ctx.groups.offsets.has_pending_txn(request.group_id, tp)
+        )
+        if unstable:
+            found = None
         by_topic.setdefault(tp.topic, []).append(
             _FetchPartition(
                 partition_index=tp.partition,
@@ -232,6 +242,8 @@ async def handle_offset_fetch(ctx: KafkaContext, request: Any, version: int) -> 
                 # Before v2 the error is per partition only.
                 error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 if denied
+                else int(ErrorCode.UNSTABLE_OFFSET_COMMIT)
+                if unstable
                 else (int(error) if version < 2 else 0),
             )
         )

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from broker.log.log_types import AppendInfo
 from broker.log.producer_state import ProducerStateTable
 from broker.log.producer_state_manager import ProducerStateManager
-from broker.log.segment import Segment, txn_index_file_name
+from broker.log.segment import TXN_INDEX_SUFFIX, Segment, base_offset_of, txn_index_file_name
 from broker.log.segment_reads import headers as segment_headers
 from broker.log.store import SegmentStore
 from broker.log.txn_index import (
@@ -116,8 +116,9 @@ class LogTransactions:
             else:
                 self._store.delete(name)
         for name in self._store.list():
-            if name.endswith(".txnindex") and int(name[:20]) not in bases:
-                self._store.delete(name)
+            base = base_offset_of(name, TXN_INDEX_SUFFIX)
+            if base is not None and base not in bases:
+                self._store.delete(name)  # left over from a deletion cut short
 
     # ---- the producer table with its transactions ----
 

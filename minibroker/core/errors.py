@@ -83,6 +83,7 @@ class ErrorCode(IntEnum):
     ELECTION_NOT_NEEDED = 84
     NO_REASSIGNMENT_IN_PROGRESS = 85
     INVALID_RECORD = 87
+    UNSTABLE_OFFSET_COMMIT = 88
 
 
 # Errors a client may retry after a backoff (Kafka's RetriableException subclasses among the
@@ -109,6 +110,7 @@ RETRIABLE: frozenset[ErrorCode] = frozenset(
         ErrorCode.OFFSET_NOT_AVAILABLE,
         ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
         ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+        ErrorCode.UNSTABLE_OFFSET_COMMIT,
     }
 )
 

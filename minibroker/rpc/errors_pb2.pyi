@@ -79,6 +79,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ELECTION_NOT_NEEDED: _ClassVar[ErrorCode]
     NO_REASSIGNMENT_IN_PROGRESS: _ClassVar[ErrorCode]
     INVALID_RECORD: _ClassVar[ErrorCode]
+    UNSTABLE_OFFSET_COMMIT: _ClassVar[ErrorCode]
 NONE: ErrorCode
 UNKNOWN_SERVER_ERROR: ErrorCode
 OFFSET_OUT_OF_RANGE: ErrorCode
@@ -152,3 +153,4 @@ ELIGIBLE_LEADERS_NOT_AVAILABLE: ErrorCode
 ELECTION_NOT_NEEDED: ErrorCode
 NO_REASSIGNMENT_IN_PROGRESS: ErrorCode
 INVALID_RECORD: ErrorCode
+UNSTABLE_OFFSET_COMMIT: ErrorCode

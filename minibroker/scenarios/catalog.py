@@ -8,6 +8,7 @@ import minibroker.scenarios.catalog_network as catalog_network
 import minibroker.scenarios.catalog_operations as catalog_operations
 import minibroker.scenarios.catalog_process as catalog_process
 import minibroker.scenarios.catalog_special as catalog_special
+import minibroker.scenarios.catalog_transactions as catalog_transactions
 from minibroker.scenarios.scenario import Scenario
 
 SCENARIOS: dict[str, Scenario] = {
@@ -17,6 +18,7 @@ SCENARIOS: dict[str, Scenario] = {
         *catalog_special.SCENARIOS,
         *catalog_network.SCENARIOS,
         *catalog_operations.SCENARIOS,
+        *catalog_transactions.SCENARIOS,
     ]
 }
 

@@ -33,6 +33,10 @@ ISSUE_NAMES = {
     "reassign-controller-failover",
     "reassign-throttled-under-load",
     "delete-with-offline-replica",
+    # Issue 29: exactly-once under faults.
+    "txn-coordinator-failover",
+    "txn-hung-timeout",
+    "txn-zombie-fenced",
 }
 NEEDS_PROXY = {
     "zk-session-expiry",
