@@ -72,12 +72,14 @@ def _transaction(p: Any, values: Iterable[bytes]) -> None:
 
 
 def _read_committed(ctx: ScenarioContext, idle_s: float = 3.0) -> Counter[bytes]:
-    consumer = _kafka().Consumer(
+    kafka = _kafka()
+    consumer = kafka.Consumer(
         {"bootstrap.servers": _bootstrap(ctx), "group.id": f"check-{uuid.uuid4().hex[:8]}",
          "auto.offset.reset": "earliest", "isolation.level": "read_committed",
          "enable.auto.commit": False}
     )  # fmt: skip
-    consumer.subscribe([TXN_TOPIC])
+    # Assigned, not subscribed: no group to join (group.initial.rebalance.delay.ms).
+    consumer.assign([kafka.TopicPartition(TXN_TOPIC, p, kafka.OFFSET_BEGINNING) for p in (0, 1)])
     seen: Counter[bytes] = Counter()
     idle, deadline = time.monotonic(), time.monotonic() + TIMEOUT_S
     try:
