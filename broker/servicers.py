@@ -66,6 +66,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
         for t in request.topics:
             for p in t.partitions:
                 batches[TopicPartition(t.name, p.partition_index)] = bytes(p.records)
+        txn_id = request.transactional_id if request.HasField("transactional_id") else None
+        if txn_id and not self.peers.may_write_transactional_id(context, txn_id):
+            refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # the whole request
+            return produce_response({tp: (refused, -1, -1, "") for tp in batches})
         writable = self.peers.topics_allowed(
             context, AclOperation.WRITE, {tp.topic for tp in batches}
         )
@@ -74,7 +78,6 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
         timeout_ms = max(0, min(int(request.timeout_ms), 10 * MAX_WAIT_MS))
         allowed = {tp: b for tp, b in batches.items() if tp.topic in writable}
         if allowed:
-            txn_id = request.transactional_id if request.HasField("transactional_id") else None
             results = await self.rm.append_records(
                 int(request.acks), timeout_ms, allowed, transactional_id=txn_id or None
             )

@@ -87,7 +87,12 @@ def read_partition(
     if error is not ErrorCode.NONE:
         return FetchPartitionResult(error)
     hw, start = p.high_watermark, log.log_start_offset
-    lso = -1 if is_follower else log.last_stable_offset(hw)
+    if is_follower:
+        lso = -1
+    elif read_committed:
+        lso = log.last_stable_offset(hw)
+    else:
+        lso = log.reported_last_stable_offset(hw)
     max_bytes = min(req.max_bytes, budget)
     if max_bytes <= 0 and not first_with_data:
         return FetchPartitionResult(ErrorCode.NONE, hw, start, last_stable_offset=lso)

@@ -144,8 +144,10 @@ class OffsetsManager:
         hosted = self.rm.partitions.get(tp)
         if hosted is None:
             return
-        offset, end = hosted.log.log_start_offset, hosted.log.log_end_offset
-        while offset < end:
+        offset = hosted.log.log_start_offset
+        # The end is read again each round: a transaction's marker may land while this loads
+        # (appended here as leader), and must be replayed (Kafka's logEndOffset def).
+        while offset < hosted.log.log_end_offset:
             offset = max(offset, hosted.log.log_start_offset)  # retention may have moved it
             data = hosted.log.read(offset, buffer)
             if not data:

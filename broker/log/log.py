@@ -395,4 +395,6 @@ class Log(SegmentReplacement, LogTransactions):
         for base in sorted(self._dirty):
             self._store.flush(segment_file_name(base))
             self._store.flush(index_file_name(base))
+            if base in self._aborted:  # Kafka's LogSegment.flush: the txn index too
+                self._store.flush(txn_index_file_name(base))
         self._dirty.clear()

@@ -224,6 +224,14 @@ class LogTransactions:
         txns.on_high_watermark(high_watermark)
         return txns.last_stable_offset(high_watermark, self.log_start_offset)
 
+    def reported_last_stable_offset(self, high_watermark: int) -> int:
+        """The LSO a read_uncommitted fetch reports (clients only show it): the LSO when the
+        producer table is built, else the HW, so that such fetches never replay a log's
+        headers on the loop."""
+        if self._producers.table is None:
+            return high_watermark
+        return self.last_stable_offset(high_watermark)
+
     def open_transactions(self) -> dict[int, int]:
         """Producer id -> first offset of each open transaction (for describing)."""
         return self._txn_table().txns.open_transactions()

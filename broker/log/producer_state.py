@@ -133,6 +133,11 @@ class ProducerStateTable:
             elif known is not None and known.batches:
                 epoch, last_seq = known.epoch, known.batches[-1].last_seq
                 refusal = _check_one(pid, epoch, last_seq, h.producer_epoch, first)
+            elif known is not None:
+                # Only markers of it are known (a fence or abort bumped its epoch): an older
+                # epoch is fenced, and the epoch starts at sequence 0 (checkProducerEpoch,
+                # checkSequence with NO_SEQUENCE).
+                refusal = _check_one(pid, known.epoch, -1, h.producer_epoch, first)
             if refusal is None and self.txns.refuses_data(
                 pid, bool(h.attributes & TRANSACTIONAL_FLAG)
             ):

@@ -103,6 +103,15 @@ class GrpcPeerCheck:
     def session(self, context: Any) -> Session:
         return Session(self.principal(context) if self.enforced else ANONYMOUS, "")
 
+    def may_write_transactional_id(self, context: Any, transactional_id: str) -> bool:
+        """WRITE on the TransactionalId: a transactional Produce (KafkaApis)."""
+        if not self.enforced:
+            return True
+        return self.authorizer.allowed(
+            self.session(context), AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+            transactional_id,
+        )  # fmt: skip
+
     def topics_allowed(
         self, context: Any, operation: AclOperation, topics: set[str], *, log: bool = True
     ) -> set[str]:

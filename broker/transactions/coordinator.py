@@ -194,7 +194,19 @@ class TransactionCoordinator:
     async def _finish(
         self, meta: TxnMetadata, commit: bool, complete: Transit, coordinator_epoch: int
     ) -> None:
-        """The markers, then the Complete state (sendTxnMarkersCallback and its completion)."""
+        """The markers, then the Complete state (sendTxnMarkersCallback and its completion);
+        an unexpected failure drops the pending state (the timeout or a new coordinator
+        finishes the transaction) instead of leaving the id answering CONCURRENT_TRANSACTIONS."""
+        try:
+            await self._finish_once(meta, commit, complete, coordinator_epoch)
+        except Exception as exc:
+            slog.event("task_failed", logging.ERROR, task="txn_markers",
+                       transactional_id=meta.transactional_id, error=repr(exc))  # fmt: skip
+            meta.abandon()
+
+    async def _finish_once(
+        self, meta: TxnMetadata, commit: bool, complete: Transit, coordinator_epoch: int
+    ) -> None:
         pending = PendingMarkers(
             meta.transactional_id, meta.producer_id, meta.producer_epoch, coordinator_epoch,
             commit, set(meta.partitions),

@@ -63,10 +63,15 @@ class MarkerChannel:
     ) -> dict[Tp, ErrorCode]:
         marker = Marker(pending.commit, pending.coordinator_epoch)
         if leader == self.rm.broker_id:
-            errors = await self.rm.appends.append_markers(
-                MARKER_TIMEOUT_MS, pending.producer_id, pending.producer_epoch, marker,
-                [TopicPartition(*tp) for tp in tps],
-            )  # fmt: skip
+            try:
+                errors = await self.rm.appends.append_markers(
+                    MARKER_TIMEOUT_MS, pending.producer_id, pending.producer_epoch, marker,
+                    [TopicPartition(*tp) for tp in tps],
+                )  # fmt: skip
+            except Exception as exc:  # a storage error: sent again next round
+                slog.event("txn_marker_send_failed", logging.WARNING, broker=leader,
+                           error=repr(exc))  # fmt: skip
+                return dict.fromkeys(tps, ErrorCode.KAFKA_STORAGE_ERROR)
             return {(tp.topic, tp.partition): e for tp, e in errors.items()}
         broker = self.rm.metadata.brokers.get(leader)
         if broker is None:

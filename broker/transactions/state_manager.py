@@ -208,17 +208,15 @@ class TxnStateManager:
         that still holds the partition at that epoch, complete it on the metadata; on any
         error the metadata's pending state is dropped and the client's answer returned."""
         p = self.partition_of(meta.transactional_id)
+        if not self._holds(meta, coordinator_epoch):  # never write from an older epoch
+            meta.abandon()
+            return ErrorCode.NOT_COORDINATOR
         tp = TopicPartition(TRANSACTION_STATE_TOPIC, p)
         record = (txn_key(meta.transactional_id), txn_value(transit.value()))
         batch = build_batch([NewRecord(*record)], base_timestamp=wall_clock_ms())
         results = await self.rm.append_records(-1, WRITE_TIMEOUT_MS, {tp: batch}, internal=True)
         error = results[tp].error
-        loaded = self.loaded.get(p)
-        if error is ErrorCode.NONE and (
-            loaded is None
-            or loaded.coordinator_epoch != coordinator_epoch
-            or loaded.metas.get(meta.transactional_id) is not meta
-        ):
+        if error is ErrorCode.NONE and not self._holds(meta, coordinator_epoch):
             error = ErrorCode.NOT_LEADER_OR_FOLLOWER  # the partition moved meanwhile
         if error is not ErrorCode.NONE:
             meta.abandon()
@@ -226,9 +224,21 @@ class TxnStateManager:
         meta.complete(transit)
         return ErrorCode.NONE
 
+    def _holds(self, meta: TxnMetadata, coordinator_epoch: int) -> bool:
+        """Whether this broker still coordinates the id at that epoch, with this metadata."""
+        loaded = self.loaded.get(self.partition_of(meta.transactional_id))
+        return (
+            loaded is not None
+            and loaded.coordinator_epoch == coordinator_epoch
+            and loaded.metas.get(meta.transactional_id) is meta
+        )
+
     async def remove(self, meta: TxnMetadata, coordinator_epoch: int) -> ErrorCode:
         """A tombstone for an expired id (its Dead transition), then it is forgotten."""
         p = self.partition_of(meta.transactional_id)
+        if not self._holds(meta, coordinator_epoch):
+            meta.abandon()
+            return ErrorCode.NOT_COORDINATOR
         tp = TopicPartition(TRANSACTION_STATE_TOPIC, p)
         batch = build_batch(
             [NewRecord(txn_key(meta.transactional_id), None)], base_timestamp=wall_clock_ms()

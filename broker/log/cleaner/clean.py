@@ -15,9 +15,11 @@ log's objects: it works from SegmentInfo copies, and the swap checks they still 
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from broker.log.cleaner.offset_map import OffsetMap
@@ -33,6 +35,7 @@ READ_CHUNK_BYTES = 1 << 20
 WRITE_CHUNK_BYTES = 8 << 20  # the cleaned segment is written in pieces of about this size
 CONTROL_FLAG = 0x20
 TRANSACTIONAL_FLAG = 0x10
+INT64_MAX = 2**63 - 1
 
 
 class CleanAborted(Exception):
@@ -53,12 +56,24 @@ class CleanPlan:
     # transactional data; the markers stay).
     aborted: tuple[tuple[int, int, int], ...] = ()
 
+    @cached_property
+    def _aborted_by_producer(self) -> dict[int, list[tuple[int, int]]]:
+        by_producer: dict[int, list[tuple[int, int]]] = {}
+        for pid, first, last in self.aborted:
+            by_producer.setdefault(pid, []).append((first, last))
+        for ranges in by_producer.values():
+            ranges.sort()
+        return by_producer
+
     def is_aborted(self, h: BatchHeader) -> bool:
-        data = h.attributes & (TRANSACTIONAL_FLAG | CONTROL_FLAG) == TRANSACTIONAL_FLAG
-        return data and any(
-            pid == h.producer_id and first <= h.base_offset <= last
-            for pid, first, last in self.aborted
-        )
+        """A data batch of an aborted transaction (its producer's ranges, by bisection)."""
+        if h.attributes & (TRANSACTIONAL_FLAG | CONTROL_FLAG) != TRANSACTIONAL_FLAG:
+            return False
+        ranges = self._aborted_by_producer.get(h.producer_id)
+        if not ranges:
+            return False
+        i = bisect.bisect_right(ranges, (h.base_offset, INT64_MAX)) - 1
+        return i >= 0 and ranges[i][0] <= h.base_offset <= ranges[i][1]
 
 
 @dataclass(frozen=True)

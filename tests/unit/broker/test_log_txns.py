@@ -239,3 +239,24 @@ def test_a_marker_is_a_control_batch_kafka_clients_skip() -> None:
     (_, h) = iter_batches(log.read(0, 1 << 20))
     assert h.attributes & 0x30 == 0x30
     assert (h.producer_id, h.producer_epoch, h.base_sequence, h.record_count) == (7, 3, -1, 1)
+
+
+def test_after_a_fencing_abort_the_old_epoch_is_refused_and_the_new_starts_at_zero() -> None:
+    """ProducerStateManager.checkProducerEpoch holds with no batch remembered: a coordinator's
+    ABORT at a bumped epoch (a timeout or a new instance) fences the old producer's batches."""
+    log = Log(MemorySegmentStore())
+    old = Producer(5, epoch=0)
+    append(log, old.batch(2))
+    log.append_marker(5, 1, Marker(False, 0), 0)  # the fence: ABORT at epoch 1
+    with pytest.raises(RecordError) as exc:
+        append(log, old.batch(1))  # the zombie's late batch at epoch 0
+    assert exc.value.code is ErrorCode.INVALID_PRODUCER_EPOCH
+    assert log.open_transactions() == {}
+    new = Producer(5, epoch=1)
+    new.seq = 3
+    with pytest.raises(RecordError) as exc:
+        append(log, new.batch(1))
+    assert exc.value.code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    new.seq = 0
+    append(log, new.batch(1))
+    assert log.open_transactions() == {5: log.log_end_offset - 1}
