@@ -327,3 +327,36 @@ def test_an_unreachable_zookeeper_is_a_banner_and_the_page_keeps_trying(
             assert console_errors(driver) == []
     finally:
         driver.quit()
+
+
+def test_an_open_transaction_shows_on_its_row_with_the_lso(cluster: Cluster, page: Page) -> None:
+    """Issue 29: a partition whose LSO a transaction holds says so on its row (the leader's
+    last stable offset and its open transactions), and stops saying it once it commits."""
+    from confluent_kafka import Producer
+
+    from tests.integration.kafka_wire import kafka_bootstrap
+
+    producer = Producer({"bootstrap.servers": kafka_bootstrap(cluster), "transactional.id": "dash"})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    producer.produce(TOPIC, b"in an open transaction", partition=1)
+    producer.flush(60)
+    lso = describe(cluster)[f"{TOPIC}-1"]["last_stable_offset"]
+
+    def row() -> list[str] | None:
+        got = page.driver.execute_script(
+            "const tr = document.querySelector(`#partitions tr[data-key='demo-1']`);"
+            "return tr ? [tr.dataset.openTxns, tr.dataset.lso, tr.textContent] : null;"
+        )
+        return None if got is None else [str(v) for v in got]
+
+    def open_row() -> list[str] | None:
+        r = row()
+        return r if r is not None and r[0] == "1" else None
+
+    shown = wait_until(open_row, timeout_s=20, what="the open transaction on demo-1's row")
+    assert shown[1] == str(lso) and f"1 open txn, LSO {lso}" in shown[2], shown
+    page.shot("open-transaction")
+    producer.commit_transaction(60)
+    wait_until(lambda: (r := row()) is not None and r[0] == "0" and "open txn" not in r[2],
+               timeout_s=20, what="the row without an open transaction")  # fmt: skip

@@ -340,6 +340,35 @@ def test_unauthenticated_zookeeper_writes_are_refused(sc: Cluster) -> None:
         stranger.close()
 
 
+def test_transactions_need_write_on_the_transactional_id(sc: Cluster) -> None:
+    """KafkaApis: InitProducerId, AddPartitionsToTxn, EndTxn and a transactional Produce need
+    WRITE on the TransactionalId; without it TRANSACTIONAL_ID_AUTHORIZATION_FAILED (fatal)."""
+    from confluent_kafka import KafkaException
+
+    create_topic(sc, "txn-acl")
+    gina = add_user(sc, "gina")
+    sc.cli("acls", "add", "--allow-principal", "User:gina", "--producer", "--topic", "txn-acl")
+    config = {"bootstrap.servers": bootstrap(sc), **gina.confluent()}
+    refused = Producer({**config, "transactional.id": "gina-tx"})
+    with pytest.raises(KafkaException) as exc:
+        refused.init_transactions(DEADLINE_S)
+    assert exc.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    sc.cli("acls", "add", "--allow-principal", "User:gina", "--producer", "--topic", "txn-acl",
+           "--transactional-id", "gina-tx")  # fmt: skip
+    deadline = time.monotonic() + ACL_PROPAGATION_BOUND_S
+    while True:  # the brokers follow the change notification
+        allowed = Producer({**config, "transactional.id": "gina-tx"})
+        try:
+            allowed.init_transactions(DEADLINE_S)
+            break
+        except KafkaException:
+            assert time.monotonic() < deadline, "the TransactionalId ACL never took effect"
+    allowed.begin_transaction()
+    allowed.produce("txn-acl", b"in a transaction")
+    allowed.commit_transaction(DEADLINE_S)
+    assert high_watermark(sc, "txn-acl") == 2  # the record and its COMMIT marker
+
+
 def test_a_broker_with_set_acl_and_no_zookeeper_login_refuses_to_start(
     sc: Cluster, tmp_path: Path
 ) -> None:
@@ -388,32 +417,3 @@ def test_the_load_generator_verifies_every_record_on_the_secure_cluster(
     assert report["totals"]["acked"] > report["totals"]["failed"], report["totals"]
     for broker in sc.reload().by_role("broker"):
         sc.cli("cluster", "start", broker.name, check=False)
-
-
-def test_transactions_need_write_on_the_transactional_id(sc: Cluster) -> None:
-    """KafkaApis: InitProducerId, AddPartitionsToTxn, EndTxn and a transactional Produce need
-    WRITE on the TransactionalId; without it TRANSACTIONAL_ID_AUTHORIZATION_FAILED (fatal)."""
-    from confluent_kafka import KafkaException
-
-    create_topic(sc, "txn-acl")
-    gina = add_user(sc, "gina")
-    sc.cli("acls", "add", "--allow-principal", "User:gina", "--producer", "--topic", "txn-acl")
-    config = {"bootstrap.servers": bootstrap(sc), **gina.confluent()}
-    refused = Producer({**config, "transactional.id": "gina-tx"})
-    with pytest.raises(KafkaException) as exc:
-        refused.init_transactions(DEADLINE_S)
-    assert exc.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    sc.cli("acls", "add", "--allow-principal", "User:gina", "--producer", "--topic", "txn-acl",
-           "--transactional-id", "gina-tx")  # fmt: skip
-    deadline = time.monotonic() + ACL_PROPAGATION_BOUND_S
-    while True:  # the brokers follow the change notification
-        allowed = Producer({**config, "transactional.id": "gina-tx"})
-        try:
-            allowed.init_transactions(DEADLINE_S)
-            break
-        except KafkaException:
-            assert time.monotonic() < deadline, "the TransactionalId ACL never took effect"
-    allowed.begin_transaction()
-    allowed.produce("txn-acl", b"in a transaction")
-    allowed.commit_transaction(DEADLINE_S)
-    assert high_watermark(sc, "txn-acl") == 2  # the record and its COMMIT marker
