@@ -19,8 +19,9 @@ from collections.abc import Callable, Iterable, Mapping
 
 from broker.groups.offsets_log import CommittedOffset, GroupLog
 from broker.groups.offsets_topic import OFFSETS_TOPIC, OffsetsTopicSpec, commit_error
-from broker.log.log_txns import marker_of
+from broker.log.scan import batches_to_end
 from broker.replica_manager import ReplicaManager
+from minibroker.core.control_records import marker_of
 from minibroker.core.coordinator_log.group_records import (
     GroupKey,
     GroupValue,
@@ -39,7 +40,6 @@ from minibroker.core.records import (
     RecordError,
     build_batch,
     decode_batch,
-    iter_batches,
 )
 from minibroker.core.types import TopicPartition
 from minibroker.runtime import logging as slog
@@ -144,31 +144,23 @@ class OffsetsManager:
         hosted = self.rm.partitions.get(tp)
         if hosted is None:
             return
-        offset = hosted.log.log_start_offset
-        # The end is read again each round: a transaction's marker may land while this loads
-        # (appended here as leader), and must be replayed (Kafka's logEndOffset def).
-        while offset < hosted.log.log_end_offset:
-            offset = max(offset, hosted.log.log_start_offset)  # retention may have moved it
-            data = hosted.log.read(offset, buffer)
-            if not data:
-                break
-            for header in iter_batches(data):
-                if header.attributes & CONTROL_FLAG:
-                    marker = marker_of(data, header)
-                    if marker is not None and header.base_offset >= offset:
-                        log.apply_marker(header.producer_id, marker.commit)
-                else:
-                    try:
-                        records = decode_batch(data, header)
-                    except RecordError as exc:
-                        log.skipped.append((header.base_offset, str(exc)))
-                        records = []
-                    txn = header.producer_id if header.attributes & TRANSACTIONAL_FLAG else -1
-                    for r in records:
-                        if r.offset >= offset:
-                            log.apply(r.key, r.value, r.offset, txn)
-                offset = max(offset, header.next_offset)
-            await asyncio.sleep(0)
+        # A transaction's marker may land while this loads (appended here as leader): the
+        # scan reads to the log end as it is then (Kafka's logEndOffset def).
+        async for data, header, offset in batches_to_end(hosted.log, buffer):
+            if header.attributes & CONTROL_FLAG:
+                marker = marker_of(data, header)
+                if marker is not None and header.base_offset >= offset:
+                    log.apply_marker(header.producer_id, marker.commit)
+                continue
+            try:
+                records = decode_batch(data, header)
+            except RecordError as exc:
+                log.skipped.append((header.base_offset, str(exc)))
+                continue
+            txn = header.producer_id if header.attributes & TRANSACTIONAL_FLAG else -1
+            for r in records:
+                if r.offset >= offset:
+                    log.apply(r.key, r.value, r.offset, txn)
 
     # ---- writing ---------------------------------------------------------------------------
 

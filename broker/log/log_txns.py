@@ -17,6 +17,7 @@ collectAbortedTransactions) and ProducerStateManager (loadProducerState replays 
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -36,14 +37,13 @@ from broker.log.txn_index import (
     truncated,
 )
 from minibroker.core import batch_validation
-from minibroker.core.control_records import ControlRecordError, Marker, read_marker
+from minibroker.core.control_records import Marker, marker_of
 from minibroker.core.records import (
     CONTROL_FLAG,
     TRANSACTIONAL_FLAG,
     BatchHeader,
     RecordError,
     build_batch,
-    decode_batch,
     iter_batches,
 )
 
@@ -60,16 +60,6 @@ def marker_batch(producer_id: int, producer_epoch: int, marker: Marker, timestam
         base_sequence=-1,
         attributes=TXN_FLAGS,
     )
-
-
-def marker_of(buf: bytes | memoryview, h: BatchHeader) -> Marker | None:
-    """The COMMIT/ABORT a control batch holds; None if it holds none that reads (Kafka skips
-    control records of other types)."""
-    try:
-        records = decode_batch(buf, h)
-        return read_marker(records[0].key, records[0].value) if records else None
-    except (RecordError, ControlRecordError):
-        return None
 
 
 class LogTransactions:
@@ -93,9 +83,10 @@ class LogTransactions:
         """Each segment's entries, those past its end dropped (files of gone segments too)."""
         self._aborted = {}
         bases = {s.base_offset for s in self._segments}
+        names = set(self._store.list())
         for segment in self._segments:
             name = txn_index_file_name(segment.base_offset)
-            if name not in self._store.list():
+            if name not in names:
                 continue
             data = self._store.read(name, 0, self._store.size(name))
             try:
@@ -115,7 +106,7 @@ class LogTransactions:
                 self._aborted[segment.base_offset] = kept
             else:
                 self._store.delete(name)
-        for name in self._store.list():
+        for name in names:
             base = base_offset_of(name, TXN_INDEX_SUFFIX)
             if base is not None and base not in bases:
                 self._store.delete(name)  # left over from a deletion cut short
@@ -156,10 +147,8 @@ class LogTransactions:
         self._append_entry(segment.base_offset, entry)
 
     def _segment_holding(self, offset: int) -> int:
-        i = 0
-        while i + 1 < len(self._segments) and self._segments[i + 1].base_offset <= offset:
-            i += 1
-        return i
+        """The segment whose offsets `offset` falls in (the first one below them all)."""
+        return max(0, bisect.bisect_right(self._segments, offset, key=lambda s: s.base_offset) - 1)
 
     def _append_entry(self, base: int, entry: AbortedTxn) -> None:
         self._aborted.setdefault(base, []).append(entry)
@@ -243,11 +232,11 @@ class LogTransactions:
     def aborted_transactions(self, fetch_offset: int, data: bytes) -> list[AbortedTxn]:
         """What a read_committed fetch of `data` (read from `fetch_offset`) must carry: every
         aborted transaction overlapping the offsets it covers (collectAbortedTransactions)."""
+        if not self._aborted or not data:
+            return []  # the common case: no header walk
         upper = fetch_offset
         for h in iter_batches(data):
             upper = h.next_offset
-        if upper <= fetch_offset or not self._aborted:
-            return []
         found: list[AbortedTxn] = []
         for segment in self._segments[self._segment_holding(fetch_offset) :]:
             own = self._aborted.get(segment.base_offset, [])

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.log.log_types import wall_clock_ms
+from broker.log.scan import batches_to_end
 from broker.replica_manager import ReplicaManager
 from broker.transactions.txn_log import TxnTopicSpec, Unfinished, replay, unfinished
 from broker.transactions.txn_metadata import Transit, TxnMetadata
@@ -38,6 +39,7 @@ from minibroker.runtime import logging as slog
 from minibroker.runtime.zk_errors import ZkError
 
 LOAD_RETRY_S = 1.0
+LOAD_BUFFER_BYTES = 5 << 20  # transaction.state.log.load.buffer.size (Kafka's default)
 # appendTransactionToLog's timeout: Kafka's request.timeout.ms (its default).
 WRITE_TIMEOUT_MS = 30_000
 OnLoaded = Callable[[int, list[Unfinished]], None]
@@ -180,11 +182,15 @@ class TxnStateManager:
         self._on_loaded(partition, todo)
 
     async def _records(self, tp: TopicPartition) -> list[tuple[bytes | None, bytes | None]]:
-        """Every record from the log start to the log end, a buffer at a time."""
+        """Every record of the partition, in log order."""
         hosted = self.rm.partitions.get(tp)
         out: list[tuple[bytes | None, bytes | None]] = []
         if hosted is None:
             return out
+        async for data, h, offset in batches_to_end(hosted.log, LOAD_BUFFER_BYTES):
+            if not h.attributes & CONTROL_FLAG:
+                out.extend((r.key, r.value) for r in decode_batch(data, h) if r.offset >= offset)
+        return out
         log = hosted.log
         offset, end = log.log_start_offset, log.log_end_offset
         while offset < end:

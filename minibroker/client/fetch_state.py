@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
-from minibroker.core.control_records import read_marker
+from minibroker.core.control_records import marker_of
 from minibroker.core.errors import REFRESH_METADATA, RETRIABLE, ErrorCode
 from minibroker.core.records import (
     CONTROL_FLAG,
@@ -106,11 +106,8 @@ def committed_only(
 
 
 def _is_abort(data: bytes, h: BatchHeader) -> bool:
-    try:
-        (record,) = decode_batch(data, h)
-        return not read_marker(record.key, record.value).commit
-    except (ValueError, RecordError):
-        return False  # not a marker that reads: the producer stays aborted
+    marker = marker_of(data, h)
+    return marker is not None and not marker.commit  # unreadable: the producer stays aborted
 
 
 def records_from(

@@ -11,6 +11,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from minibroker.core.records import BatchHeader, RecordError, decode_batch
+
 ABORT = 0
 COMMIT = 1
 _KEY = struct.Struct(">hh")
@@ -48,3 +50,13 @@ def read_marker(key: bytes | None, value: bytes | None) -> Marker:
     if version < 0:
         raise ControlRecordError(f"transaction marker value version {version}: corrupt data")
     return Marker(kind == COMMIT, epoch)
+
+
+def marker_of(buf: bytes | memoryview, h: BatchHeader) -> Marker | None:
+    """The COMMIT/ABORT a control batch (header `h`, in `buf`) holds; None if it holds none
+    that reads (Kafka skips control records of other types)."""
+    try:
+        records = decode_batch(buf, h)
+        return read_marker(records[0].key, records[0].value) if len(records) == 1 else None
+    except (RecordError, ControlRecordError):
+        return None

@@ -53,7 +53,8 @@ class CleanPlan:
     map_capacity: int
     # Aborted transactions (producer id, first offset, marker offset) of the log: their
     # records take no part in the key map and are removed (Kafka's cleaner discards aborted
-    # transactional data; the markers stay).
+    # transactional data). Every marker stays: unlike Kafka 2.6, which drops a marker once
+    # its transaction has no data left and delete.retention.ms has passed (not built yet).
     aborted: tuple[tuple[int, int, int], ...] = ()
 
     @cached_property
