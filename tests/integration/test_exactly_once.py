@@ -8,6 +8,8 @@ Kafka's own test: TransactionsBounceTest (testBrokerFailure), with the kills aim
 from __future__ import annotations
 
 import json
+import queue
+import threading
 import time
 import uuid
 from collections import Counter
@@ -26,6 +28,8 @@ from tests.integration.kafka_wire import create_topic, kafka_bootstrap, leader_o
 pytestmark = pytest.mark.integration
 
 DEADLINE_S = 90.0
+# How long one transactional call may block before its producer is given up (HUNG_CALL_S).
+HUNG_CALL_S = 20.0
 PARTITIONS = 5
 INPUTS = 240
 GROUP, TID = "eos", "eos-tx"
@@ -55,10 +59,39 @@ def full_isr(c: Cluster) -> bool:
     return True
 
 
+class HungCall(Exception):
+    """A client call still blocked past its deadline."""
+
+
+def bounded(call: Any, limit_s: float = HUNG_CALL_S) -> None:
+    """Run a blocking client call on a thread and give up on it after `limit_s`. librdkafka
+    (2.16) can block in send_offsets_to_transaction past its timeout when the group
+    coordinator it cached has left the metadata, as a SIGKILLed broker does, until some other
+    broker connection changes state (confluentinc/librdkafka#5511, #5456: the coordinator
+    request's timeout is never checked). An application then does what it does with any
+    wedged producer: a new instance with the same transactional id fences it."""
+    outcome: queue.SimpleQueue[BaseException | None] = queue.SimpleQueue()
+
+    def run() -> None:
+        try:
+            call()
+            outcome.put(None)
+        except BaseException as exc:  # handed to the caller's thread
+            outcome.put(exc)
+
+    threading.Thread(target=run, daemon=True).start()
+    try:
+        error = outcome.get(timeout=limit_s)
+    except queue.Empty:
+        raise HungCall(f"blocked over {limit_s:.0f} s") from None
+    if error is not None:
+        raise error
+
+
 class Pipeline:
     """The consume-transform-produce loop, recovering as an application must: a retriable
     error is retried, an abortable one aborts and rewinds to the committed offsets, a fatal
-    one (fenced) starts a new producer with the same transactional id."""
+    one (fenced) or a call that hangs starts a new producer with the same transactional id."""
 
     def __init__(self, c: Cluster) -> None:
         from confluent_kafka import Consumer
@@ -73,6 +106,7 @@ class Pipeline:
         self.producer = self._new_producer()
         self.transactions = self.aborts = 0
         self.fatal: list[str] = []
+        self.retried: list[str] = []
 
     def _new_producer(self) -> Any:
         from confluent_kafka import Producer
@@ -97,12 +131,17 @@ class Pipeline:
                                       partition=m.partition())  # fmt: skip
             offsets = self.consumer.position(self.consumer.assignment())
             meta = self.consumer.consumer_group_metadata()
-            self._retrying(lambda: self.producer.send_offsets_to_transaction(offsets, meta, 30))
-            self._retrying(lambda: self.producer.commit_transaction(30))
+            self._retrying(lambda: self.producer.send_offsets_to_transaction(offsets, meta, 10))
+            self._retrying(lambda: self.producer.commit_transaction(10))
             self.transactions += 1
         except KafkaException as exc:
             self.aborts += 1
             self._abort(exc.args[0])
+            self._rewind()
+        except HungCall as exc:  # the wedged instance is left behind, fenced by the new one
+            self.aborts += 1
+            self.fatal.append(f"producer abandoned: {exc}")
+            self.producer = self._new_producer()
             self._rewind()
 
     def _abort(self, err: Any) -> None:
@@ -110,10 +149,12 @@ class Pipeline:
 
         if err.txn_requires_abort():
             try:
-                self._retrying(lambda: self.producer.abort_transaction(30))
+                self._retrying(lambda: self.producer.abort_transaction(10))
                 return
             except KafkaException as exc:
                 err = exc.args[0]
+            except HungCall as exc:
+                err = exc
         # Fatal (fenced: e.g. the coordinator aborted the transaction at its timeout): a new
         # instance takes over the transactional id, as an application must.
         self.fatal.append(str(err))
@@ -125,11 +166,12 @@ class Pipeline:
         deadline = time.monotonic() + DEADLINE_S
         while True:
             try:
-                call()
+                bounded(call)
                 return
             except KafkaException as exc:
                 if not exc.args[0].retriable() or time.monotonic() > deadline:
                     raise
+                self.retried.append(f"{time.time():.1f} {exc.args[0]}")
                 time.sleep(0.2)
 
     def _rewind(self) -> None:
@@ -193,7 +235,9 @@ def test_every_input_is_output_exactly_once_while_coordinators_and_leaders_die(
     try:
         deadline = time.monotonic() + 4 * DEADLINE_S
         while pipeline.committed_total() < INPUTS:
-            assert time.monotonic() < deadline, f"stuck at {pipeline.committed_total()}"
+            assert time.monotonic() < deadline, (
+                f"stuck at {pipeline.committed_total()}; retried: {pipeline.retried[-20:]}"
+            )
             pipeline.step()
             done = pipeline.committed_total()
             if victims and done >= INPUTS * (len(killed) + 1) // 4:
