@@ -36,7 +36,6 @@ from broker.log.cleaner.clean import (
 from broker.log.cleaner.offset_map import capacity_for
 from broker.log.cleaner.policy import Cleanable, CompactionConfig, cleanable, delete_horizon_ms
 from broker.log.log import Log
-from broker.log.segment_replacement import SWAP_SUFFIX
 from broker.log.store import FileSegmentStore
 from broker.partition_table import HostedPartition, PartitionTable
 from broker.topic_configs import TopicConfigs
@@ -178,9 +177,7 @@ class LogCleaner:
                 self.settings.get_int("log.cleaner.dedupe.buffer.size"),
                 self.settings.get_float("log.cleaner.io.buffer.load.factor"),
             ),
-            aborted=tuple(
-                (a.producer_id, a.first_offset, a.last_offset) for a in log.all_aborted()
-            ),
+            aborted=tuple(log.all_aborted()),
         )  # fmt: skip
         try:
             result = await self._run_clean(log, plan, lambda: self._gone(tp, hosted))
@@ -208,7 +205,7 @@ class LogCleaner:
         swapped = 0
         while pending and self.manager.partitions.get(tp) is hosted:
             group = pending.pop(0)
-            retired = log.swap_in(group.replaced, group.segment)
+            retired = log.swap_in(group.replaced, group.segment, group.aborted)
             if retired is None:
                 pending.insert(0, group)
                 break
@@ -222,6 +219,7 @@ class LogCleaner:
             tp=str(tp), cleaned_up_to=result.end_offset, segments=swapped,
             bytes_before=before, bytes_after=log.size_bytes, keys=result.keys,
             records_read=result.records_read, records_kept=result.records_kept,
+            markers_removed=result.markers_removed,
             bytes_read=result.bytes_read, bytes_written=result.bytes_written,
             seconds=round(result.seconds, 3),
         )  # fmt: skip
@@ -258,8 +256,4 @@ def init_cleaner_process() -> None:
 
 def _swap_files(result: CleanResult) -> list[str]:
     """The swap files of a clean's groups (removed when they are not swapped in)."""
-    return [
-        name + SWAP_SUFFIX
-        for g in result.groups
-        for name in (g.segment.log_name, g.segment.index_name)
-    ]
+    return [name for g in result.groups for name in g.swap_names]

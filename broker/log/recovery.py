@@ -14,11 +14,13 @@ from broker.log.index import ENTRY_SIZE
 from broker.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    TXN_INDEX_SUFFIX,
     Segment,
     base_offset_of,
     delete_segment_files,
     index_file_name,
     segment_file_name,
+    txn_index_file_name,
 )
 from broker.log.segment_replacement import CLEANED_SUFFIX, SWAP_SUFFIX
 from broker.log.store import DELETED_SUFFIX, SegmentStore
@@ -110,7 +112,8 @@ def recover_segments(
 def _finish_interrupted_clean(store: SegmentStore, names: list[str], out: Recovered) -> bool:
     """Kafka's Log.loadSegments for a clean cut short: *.cleaned files (a clean not finished)
     are deleted; a <base>.log.swap (cleaned, not yet swapped in) replaces the segments its
-    offsets cover and becomes <base>.log. Whether any file changed."""
+    offsets cover and becomes <base>.log, and its <base>.txnindex.swap <base>.txnindex.
+    Whether any file changed."""
     changed = False
     for name in names:
         if name.endswith(CLEANED_SUFFIX):
@@ -134,9 +137,20 @@ def _finish_interrupted_clean(store: SegmentStore, names: list[str], out: Recove
             f"{name}: swapped in for segments {replaced} (a clean the broker stopped in)"
         )
         changed = True
+    left = set(store.list())
     for name in names:  # an index swap file without its log swap file
-        if name.endswith(INDEX_SUFFIX + SWAP_SUFFIX) and name in store.list():
+        if name.endswith(INDEX_SUFFIX + SWAP_SUFFIX) and name in left:
             store.delete(name)
+        base = base_offset_of(name.removesuffix(SWAP_SUFFIX), TXN_INDEX_SUFFIX)
+        if name.endswith(SWAP_SUFFIX) and base is not None and name in left:
+            # The cleaned segment's aborted transactions. Its log is in place (renamed above,
+            # or by the swap the broker stopped in) unless the clean itself was cut short.
+            cut_short = segment_file_name(base) + CLEANED_SUFFIX in names
+            if cut_short or segment_file_name(base) not in left:
+                store.delete(name)
+            else:
+                store.rename_unpooled(name, txn_index_file_name(base))
+            changed = True
     return changed
 
 

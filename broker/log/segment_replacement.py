@@ -95,12 +95,18 @@ class SegmentReplacement:
         for name in names:
             self._store.unlink(name)
 
-    def swap_in(self, replaced: Sequence[SegmentInfo], cleaned: Segment) -> list[str] | None:
+    def swap_in(
+        self,
+        replaced: Sequence[SegmentInfo],
+        cleaned: Segment,
+        aborted: Sequence[AbortedTxn] = (),
+    ) -> list[str] | None:
         """Replace the segments `replaced` (as the cleaner read them) by `cleaned`, whose
-        files wait as <base>.log.swap and <base>.index.swap: the old files are renamed
-        *.deleted (their names returned, to remove later), the swap files into place. None,
-        and nothing changed, if the log no longer holds those segments as they were
-        (retention or truncation ran meanwhile)."""
+        files wait as <base>.log.swap and <base>.index.swap, with <base>.txnindex.swap holding
+        `aborted` if any: the old files are renamed *.deleted (their names returned, to remove
+        later), the swap files into place, the log's first (recovery.py finishes a swap cut
+        short from there). None, and nothing changed, if the log no longer holds those
+        segments as they were (retention or truncation ran meanwhile)."""
         bases = [r.base_offset for r in replaced]
         at = next((i for i, s in enumerate(self._segments) if s.base_offset == bases[0]), None)
         if at is None or at + len(bases) >= len(self._segments):  # never the active segment
@@ -110,20 +116,17 @@ class SegmentReplacement:
             (r.base_offset, r.size, r.next_offset) for r in replaced
         ]:
             return None
-        # The cleaner keeps every marker, so the aborted transactions stay as they were.
-        aborted = [e for s in current for e in self._aborted.get(s.base_offset, [])]
         retired = self._retire(current)
-        swap_names = [name + SWAP_SUFFIX for name in (cleaned.log_name, cleaned.index_name)]
+        names = [cleaned.log_name, cleaned.index_name]
+        if aborted:
+            names.append(txn_index_file_name(cleaned.base_offset))
         if cleaned.size == 0 and at > 0:
             # Nothing left and not the first segment (which holds the log start): no segment.
             self._segments[at : at + len(bases)] = []
-            return retired + swap_names
-        for name in (cleaned.log_name, cleaned.index_name):
+            return retired + [name + SWAP_SUFFIX for name in names]
+        for name in names:
             self._store.rename(name + SWAP_SUFFIX, name)
         self._segments[at : at + len(bases)] = [cleaned]
         if aborted:
-            self._aborted[cleaned.base_offset] = aborted
-            self._store.write_atomic(
-                txn_index_file_name(cleaned.base_offset), b"".join(e.encode() for e in aborted)
-            )
+            self._aborted[cleaned.base_offset] = list(aborted)
         return retired

@@ -8,34 +8,40 @@ keyed record whose offset is its key's last; a tombstone (null value) only in a 
 modified after the delete horizon; never a record without a key. A batch keeps its base and
 last offset (core/batch_rewrite.py); a batch left empty stays as a bare header if it was its
 producer's last one in the log (the producer's sequence and epoch survive, as Kafka's
-RETAIN_EMPTY).
+RETAIN_EMPTY). Aborted transactions' records and spent markers go (transactions.py); a cleaned
+segment's aborted-transaction index is written beside it as <base>.txnindex.swap, and its
+<base>.log.swap is renamed last: a .log.swap means the whole clean is on disk.
 
 The job reads and writes with descriptors of its own (store.*_unpooled) and never touches the
 log's objects: it works from SegmentInfo copies, and the swap checks they still hold."""
 
 from __future__ import annotations
 
-import bisect
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 
 from broker.log.cleaner.offset_map import OffsetMap
 from broker.log.cleaner.policy import group_by_size
-from broker.log.segment import Segment
+from broker.log.cleaner.transactions import (
+    CONTROL_FLAG,
+    CleanedTransactions,
+    LastOfProducer,
+    is_last_of_producer,
+    track_last_of_producers,
+)
+from broker.log.segment import Segment, txn_index_file_name
 from broker.log.segment_replacement import CLEANED_SUFFIX, SWAP_SUFFIX, SegmentInfo
 from broker.log.store import FileSegmentStore, SegmentStore
+from broker.log.txn_index import AbortedTxn
 from minibroker.core import records
 from minibroker.core.batch_rewrite import empty_header, rebuild, record_views
-from minibroker.core.records import HEADER_SIZE, NO_PRODUCER_ID, BatchHeader
+from minibroker.core.control_records import marker_of
+from minibroker.core.records import HEADER_SIZE, BatchHeader
 
 READ_CHUNK_BYTES = 1 << 20
 WRITE_CHUNK_BYTES = 8 << 20  # the cleaned segment is written in pieces of about this size
-CONTROL_FLAG = 0x20
-TRANSACTIONAL_FLAG = 0x10
-INT64_MAX = 2**63 - 1
 
 
 class CleanAborted(Exception):
@@ -51,36 +57,23 @@ class CleanPlan:
     segment_bytes: int
     index_interval_bytes: int
     map_capacity: int
-    # Aborted transactions (producer id, first offset, marker offset) of the log: their
-    # records take no part in the key map and are removed (Kafka's cleaner discards aborted
-    # transactional data). Every marker stays: unlike Kafka 2.6, which drops a marker once
-    # its transaction has no data left and delete.retention.ms has passed (not built yet).
-    aborted: tuple[tuple[int, int, int], ...] = ()
-
-    @cached_property
-    def _aborted_by_producer(self) -> dict[int, list[tuple[int, int]]]:
-        by_producer: dict[int, list[tuple[int, int]]] = {}
-        for pid, first, last in self.aborted:
-            by_producer.setdefault(pid, []).append((first, last))
-        for ranges in by_producer.values():
-            ranges.sort()
-        return by_producer
-
-    def is_aborted(self, h: BatchHeader) -> bool:
-        """A data batch of an aborted transaction (its producer's ranges, by bisection)."""
-        if h.attributes & (TRANSACTIONAL_FLAG | CONTROL_FLAG) != TRANSACTIONAL_FLAG:
-            return False
-        ranges = self._aborted_by_producer.get(h.producer_id)
-        if not ranges:
-            return False
-        i = bisect.bisect_right(ranges, (h.base_offset, INT64_MAX)) - 1
-        return i >= 0 and ranges[i][0] <= h.base_offset <= ranges[i][1]
+    # The log's aborted transactions (its .txnindex entries): their records take no part in
+    # the key map and are removed; their markers go when spent (transactions.py).
+    aborted: tuple[AbortedTxn, ...] = ()
 
 
 @dataclass(frozen=True)
 class CleanedGroup:
     replaced: tuple[SegmentInfo, ...]
     segment: Segment  # its files wait as <base>.log.swap and <base>.index.swap
+    aborted: tuple[AbortedTxn, ...] = ()  # and these in <base>.txnindex.swap
+
+    @property
+    def swap_names(self) -> list[str]:
+        names = [self.segment.log_name, self.segment.index_name]
+        if self.aborted:
+            names.append(txn_index_file_name(self.segment.base_offset))
+        return [name + SWAP_SUFFIX for name in names]
 
 
 @dataclass
@@ -92,6 +85,7 @@ class CleanResult:
     bytes_written: int = 0
     records_read: int = 0
     records_kept: int = 0
+    markers_removed: int = 0
     seconds: float = 0.0
 
 
@@ -126,16 +120,21 @@ def build_offset_map(
     store: SegmentStore, plan: CleanPlan, offset_map: OffsetMap, result: CleanResult
 ) -> None:
     """Every key of the dirty section with its last offset, until the map is full."""
+    # Kafka's collectAbortedTransactions(firstDirty, ...): those whose marker is not behind.
+    txns = CleanedTransactions(a for a in plan.aborted if a.last_offset >= plan.first_dirty)
     for info in plan.segments[:-1]:
         if info.next_offset <= plan.first_dirty or info.base_offset >= plan.first_uncleanable:
             continue
         for buf, h in batches(store, info):
-            if h.last_offset < plan.first_dirty or h.attributes & CONTROL_FLAG:
-                continue
-            if plan.is_aborted(h):
+            if h.last_offset < plan.first_dirty:
                 continue
             if h.base_offset >= plan.first_uncleanable:
                 return
+            if h.attributes & CONTROL_FLAG:
+                txns.on_marker(h, marker_of(buf, h))
+                continue
+            if txns.on_data_batch(h):
+                continue  # an aborted transaction's records
             _, views = record_views(buf, h)
             for r in views:
                 in_range = plan.first_dirty <= r.offset < plan.first_uncleanable
@@ -143,14 +142,12 @@ def build_offset_map(
                     return  # full: this clean ends here
 
 
-def last_batches_of_producers(store: SegmentStore, plan: CleanPlan) -> dict[int, int]:
-    """Each idempotent producer's last batch (its last offset) in the log: kept as a header
-    when cleaning empties it. Headers only; the active segment is read too."""
-    last: dict[int, int] = {}
+def last_batches_of_producers(store: SegmentStore, plan: CleanPlan) -> dict[int, LastOfProducer]:
+    """Each producer's last entry in the log (kept, at least as a header, when cleaning
+    empties it). Headers only; the active segment is read too."""
+    last: dict[int, LastOfProducer] = {}
     for info in plan.segments:
-        for _, h in batches(store, info):
-            if h.producer_id != NO_PRODUCER_ID:
-                last[h.producer_id] = h.last_offset
+        track_last_of_producers(last, (h for _, h in batches(store, info)))
     return last
 
 
@@ -175,13 +172,16 @@ def clean(
         if offset_map.latest_offset >= 0 and len(offset_map) >= offset_map.capacity:
             result.end_offset = offset_map.latest_offset + 1
         last_of_producer = last_batches_of_producers(store, plan)
+        txns = CleanedTransactions(plan.aborted)  # carried from group to group, as Kafka's
         to_clean = [s for s in plan.segments[:-1] if s.base_offset < result.end_offset]
         for group in group_by_size(to_clean, plan.segment_bytes):
             if should_stop():
                 raise CleanAborted("stopped")
-            segment = _clean_group(store, plan, group, offset_map, last_of_producer, result)
-            written += [segment.log_name + SWAP_SUFFIX, segment.index_name + SWAP_SUFFIX]
-            result.groups.append(CleanedGroup(tuple(group), segment))
+            txns.kept_aborts = []
+            segment = _clean_group(store, plan, group, offset_map, last_of_producer, txns, result)
+            cleaned = CleanedGroup(tuple(group), segment, tuple(txns.kept_aborts))
+            written += cleaned.swap_names
+            result.groups.append(cleaned)
     except (CleanAborted, FileNotFoundError) as exc:
         for name in written:
             store.unlink(name)
@@ -195,7 +195,8 @@ def _clean_group(
     plan: CleanPlan,
     group: Sequence[SegmentInfo],
     offset_map: OffsetMap,
-    last_of_producer: dict[int, int],
+    last_of_producer: dict[int, LastOfProducer],
+    txns: CleanedTransactions,
     result: CleanResult,
 ) -> Segment:
     cleaned = Segment.empty(group[0].base_offset, plan.index_interval_bytes)
@@ -207,9 +208,7 @@ def _clean_group(
         out: list[bytes] = []
         for buf, h in batches(store, info):
             result.bytes_read += h.size
-            if plan.is_aborted(h):
-                continue  # an aborted transaction's records go
-            data = _filter(buf, h, offset_map, retain_deletes, last_of_producer, result)
+            data = _keep(buf, h, offset_map, retain_deletes, last_of_producer, txns, result)
             if data is None:
                 continue
             kept = records.read_header(data, 0)
@@ -229,11 +228,40 @@ def _clean_group(
             written = cleaned.size
     result.bytes_written += cleaned.size
     store.write_new(index_name, cleaned.index.to_bytes())
+    store.rename_unpooled(index_name, cleaned.index_name + SWAP_SUFFIX)
+    if txns.kept_aborts:
+        txn_name = txn_index_file_name(cleaned.base_offset) + CLEANED_SUFFIX
+        store.write_new(txn_name, b"".join(a.encode() for a in txns.kept_aborts))
+        store.sync_unpooled(txn_name)
+        store.rename_unpooled(txn_name, txn_index_file_name(cleaned.base_offset) + SWAP_SUFFIX)
     store.sync_unpooled(log_name)
     store.set_mtime(log_name, group[-1].last_modified_ms)  # Kafka keeps the originals' time
-    store.rename_unpooled(log_name, cleaned.log_name + SWAP_SUFFIX)
-    store.rename_unpooled(index_name, cleaned.index_name + SWAP_SUFFIX)
+    store.rename_unpooled(log_name, cleaned.log_name + SWAP_SUFFIX)  # last: the clean is whole
     return cleaned
+
+
+def _keep(
+    buf: bytes,
+    h: BatchHeader,
+    offset_map: OffsetMap,
+    retain_deletes: bool,
+    last_of_producer: dict[int, LastOfProducer],
+    txns: CleanedTransactions,
+    result: CleanResult,
+) -> bytes | None:
+    """What the cleaned segment keeps of the batch: all of it, the records it keeps, a bare
+    header, or nothing (Kafka's checkBatchRetention and shouldRetainRecord)."""
+    if h.attributes & CONTROL_FLAG:
+        spent = txns.on_marker(h, marker_of(buf, h)) and not retain_deletes
+        if not spent:
+            return bytes(memoryview(buf)[h.position : h.position + h.size])
+        if is_last_of_producer(last_of_producer, h):
+            return empty_header(h)  # the producer's epoch stays
+        result.markers_removed += 1
+        return None
+    if txns.on_data_batch(h):  # an aborted transaction's records go
+        return empty_header(h) if is_last_of_producer(last_of_producer, h) else None
+    return _filter(buf, h, offset_map, retain_deletes, last_of_producer, result)
 
 
 def _filter(
@@ -241,13 +269,11 @@ def _filter(
     h: BatchHeader,
     offset_map: OffsetMap,
     retain_deletes: bool,
-    last_of_producer: dict[int, int],
+    last_of_producer: dict[int, LastOfProducer],
     result: CleanResult,
 ) -> bytes | None:
-    """The batch as it is, rewritten with the records it keeps, a bare header, or None."""
+    """A data batch as it is, rewritten with the records it keeps, a bare header, or None."""
     original = bytes(memoryview(buf)[h.position : h.position + h.size])
-    if h.attributes & CONTROL_FLAG:
-        return original  # transaction markers: none are written yet (no transactions)
     body, views = record_views(buf, h)
     result.records_read += len(views)
     kept = [
@@ -265,6 +291,6 @@ def _filter(
         return original
     if kept:
         return rebuild(h, body, kept)
-    if h.producer_id != NO_PRODUCER_ID and last_of_producer.get(h.producer_id) == h.last_offset:
+    if is_last_of_producer(last_of_producer, h):
         return empty_header(h)
     return None

@@ -1,5 +1,5 @@
 """The log cleaner on a real Log (memory store) and its pure rules: Kafka 2.6's LogCleanerTest
-(testCleanSegments, testCleaningWithDeletes, testCleanSegmentsWithAbort,
+(testCleanSegments, testCleaningWithDeletes,
 testRecoveryAfterCrash, testPartialSegmentClean, testCleaningWithKeysConflictingWithTxnMarkerKeys'
 idea of keeping a producer's last batch), LogCleanerManagerTest (testCleanableOffsetsForNone,
 testCleanableOffsetsActiveSegment, testCleanableOffsetsNeedsCheckpointReset,
@@ -305,42 +305,3 @@ def test_any_workload_cleans_to_the_last_value_of_each_key(
         state(Log(store, segment_bytes=300, index_interval_bytes=64, gap_horizon=log.gap_horizon))
         == model
     )
-
-
-def test_clean_segments_with_abort_removes_the_aborted_records_and_keeps_the_marker() -> None:
-    """LogCleanerTest.testCleanSegmentsWithAbort: an aborted transaction's record of a key
-    neither wins over the committed one nor survives; its marker stays."""
-    from minibroker.core.control_records import Marker
-    from minibroker.core.records import TRANSACTIONAL_FLAG
-
-    log = new_log(MemorySegmentStore())
-    log.append_as_leader(keyed(b"k", b"committed"), 0)
-    aborted = records.build_batch(
-        [NewRecord(b"k", b"aborted")], base_timestamp=T0, producer_id=7, producer_epoch=0,
-        base_sequence=0, attributes=TRANSACTIONAL_FLAG,
-    )  # fmt: skip
-    log.append_as_leader(aborted, 0, transactional=True)
-    marker_at = log.append_marker(7, 0, Marker(False, 1), 0).last_offset
-    for i in range(12):
-        log.append_as_leader(keyed(b"other-%d" % i, b"x" * 40), 0)
-    log.roll()
-    assert log.last_stable_offset(log.log_end_offset) == log.log_end_offset
-    config = CompactionConfig(min_cleanable_ratio=0.0)
-    infos = log.segment_infos()
-    found = cleanable(infos, config, checkpoint=None, log_start_offset=0,
-                      log_end_offset=log.log_end_offset, high_watermark=log.log_end_offset,
-                      now_ms=T0)  # fmt: skip
-    plan = CleanPlan(
-        tuple(infos), found.first_dirty, found.first_uncleanable, 0, 300, 64, 1000,
-        aborted=tuple((a.producer_id, a.first_offset, a.last_offset) for a in log.all_aborted()),
-    )  # fmt: skip
-    result = clean(log.store, plan)
-    log.gap_horizon = max(log.gap_horizon, result.end_offset)
-    for group in result.groups:
-        retired = log.swap_in(group.replaced, group.segment)
-        assert retired is not None
-        log.unlink_retired(retired)
-    kept = records.decode_records(log.read(0, 1 << 30))
-    assert [(r.offset, r.value) for r in kept if r.key == b"k"] == [(0, b"committed")]
-    assert marker_at in [h.base_offset for h in log.batches()]
-    assert [a.last_offset for a in log.all_aborted()] == [marker_at]
