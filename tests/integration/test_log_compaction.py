@@ -3,8 +3,9 @@
 its own log; kafka-python's and confluent-kafka's consumers read a compacted partition with its
 offset gaps and see each key's last value; tombstones go once past the delete horizon; and under
 SIGKILLed leaders and cleaners, for every key the last acknowledged value (or its absence after
-a tombstone) is what a consumer reading from the start sees. The checker reads with kafka-python
-and knows nothing of the cleaner."""
+a tombstone) is what a consumer reading from the start sees; a transactional topic loses its
+aborted records and its spent markers, and read_committed still sees each key's last committed
+value. The checker reads with kafka-python and knows nothing of the cleaner."""
 
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ def cc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         "--set", "log.cleaner.backoff.ms=200",
         "--set", "log.retention.check.interval.ms=500",
         "--set", "log.segment.delete.delay.ms=200",
+        "--set", "offsets.topic.num.partitions=3",
+        "--set", "transaction.state.log.num.partitions=3",
         # A window between a clean's *.swap files and its swap, to SIGKILL a broker in.
         "--set", "minibroker.test.cleaner.swap.delay.ms=1500",
     ) as c:  # fmt: skip
@@ -178,6 +181,66 @@ def test_tombstones_are_read_until_the_delete_horizon_then_go(cc: Cluster) -> No
     wait_until(tombstone_gone, timeout_s=WAIT_S, interval_s=0.3,
                what="the tombstone of key a to be cleaned away")  # fmt: skip
     assert last_values(read_kafka_python(cc, "tombs"))[b"b"] == b"2"
+
+
+def test_transactions_on_a_compacted_topic_lose_aborted_records_and_spent_markers(
+    cc: Cluster,
+) -> None:
+    """LogCleanerTest's marker tests on the brokers (delete.retention.ms=0): rounds of a
+    committed and an aborted transaction over the same keys; every replica's cleaner removes
+    the aborted records and then markers whose transactions have nothing left, and a
+    read_committed consumer still sees each key's last committed value."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    create(cc, "txns", "delete.retention.ms=0")
+    p = Producer({"bootstrap.servers": kafka_bootstrap(cc), "transactional.id": "compact-tx"})
+    p.init_transactions(WAIT_S)
+    for round_ in range(6):
+        for outcome in ("c", "a"):
+            p.begin_transaction()
+            for k in range(10):
+                p.produce("txns", key=b"k%d" % k, value=b"%s%d" % (outcome.encode(), round_))
+            if outcome == "c":
+                p.commit_transaction(WAIT_S)
+            else:
+                p.flush(WAIT_S)  # written, then aborted (not purged unsent by the client)
+                p.abort_transaction(WAIT_S)
+    fills = iter(range(1000))
+
+    def markers_removed() -> set[str]:
+        return {
+            b.name for b in cc.reload().by_role("broker")
+            if sum(e.get("markers_removed", 0) for e in cc.log_events(b.name)
+                   if e["event"] == "log_cleaned" and e.get("tp") == "txns-0") >= 10
+        }  # fmt: skip
+
+    def cleaned() -> bool:
+        produce(cc, "txns", [(b"fill%d" % next(fills), b"z" * 3000)])  # rolls, ages the rest
+        return len(markers_removed()) == 3
+
+    wait_until(cleaned, timeout_s=2 * WAIT_S, interval_s=0.3,
+               what="every replica's cleaner to remove spent markers")  # fmt: skip
+    uncommitted = [(k, v) for _, k, v in read_kafka_python(cc, "txns") if k.startswith(b"k")]
+    assert not [v for _, v in uncommitted if v is not None and v.startswith(b"a")]
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka_bootstrap(cc),
+            "group.id": "txns-check",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        consumer.assign([TopicPartition("txns", 0, 0)])
+        seen: dict[bytes, bytes] = {}
+        deadline = time.monotonic() + WAIT_S
+        while len(seen) < 10 or any(v != b"c5" for v in seen.values()):
+            assert time.monotonic() < deadline, f"read_committed saw {seen}"
+            m = consumer.poll(0.5)
+            if m is not None and not m.error() and (m.key() or b"").startswith(b"k"):
+                seen[bytes(m.key() or b"")] = bytes(m.value() or b"")
+    finally:
+        consumer.close()
 
 
 def test_killed_leaders_and_cleaners_lose_no_acknowledged_last_value(cc: Cluster) -> None:
