@@ -260,6 +260,7 @@ def _keep(
         result.markers_removed += 1
         return None
     if txns.on_data_batch(h):  # an aborted transaction's records go
+        result.records_read += h.record_count
         return empty_header(h) if is_last_of_producer(last_of_producer, h) else None
     return _filter(buf, h, offset_map, retain_deletes, last_of_producer, result)
 
