@@ -25,7 +25,6 @@ from pathlib import Path
 from broker.log.cleaner.offset_map import OffsetMap
 from broker.log.cleaner.policy import group_by_size
 from broker.log.cleaner.transactions import (
-    CONTROL_FLAG,
     CleanedTransactions,
     LastOfProducer,
     is_last_of_producer,
@@ -38,7 +37,7 @@ from broker.log.txn_index import AbortedTxn
 from minibroker.core import records
 from minibroker.core.batch_rewrite import empty_header, rebuild, record_views
 from minibroker.core.control_records import marker_of
-from minibroker.core.records import HEADER_SIZE, BatchHeader
+from minibroker.core.records import CONTROL_FLAG, HEADER_SIZE, BatchHeader
 
 READ_CHUNK_BYTES = 1 << 20
 WRITE_CHUNK_BYTES = 8 << 20  # the cleaned segment is written in pieces of about this size

@@ -20,10 +20,12 @@ from dataclasses import dataclass
 
 from broker.log.txn_index import AbortedTxn
 from minibroker.core.control_records import Marker
-from minibroker.core.records import NO_PRODUCER_ID, BatchHeader
-
-CONTROL_FLAG = 0x20
-TRANSACTIONAL_FLAG = 0x10
+from minibroker.core.records import (
+    CONTROL_FLAG,
+    NO_PRODUCER_ID,
+    TRANSACTIONAL_FLAG,
+    BatchHeader,
+)
 
 
 @dataclass
