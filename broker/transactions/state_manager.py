@@ -32,7 +32,6 @@ from minibroker.core.records import (
     RecordError,
     build_batch,
     decode_batch,
-    iter_batches,
 )
 from minibroker.core.types import TRANSACTION_STATE_TOPIC, TopicPartition
 from minibroker.runtime import logging as slog
@@ -190,21 +189,6 @@ class TxnStateManager:
         async for data, h, offset in batches_to_end(hosted.log, LOAD_BUFFER_BYTES):
             if not h.attributes & CONTROL_FLAG:
                 out.extend((r.key, r.value) for r in decode_batch(data, h) if r.offset >= offset)
-        return out
-        log = hosted.log
-        offset, end = log.log_start_offset, log.log_end_offset
-        while offset < end:
-            offset = max(offset, log.log_start_offset)
-            data = log.read(offset, 5 << 20)
-            if not data:
-                break
-            for h in iter_batches(data):
-                if not h.attributes & CONTROL_FLAG:
-                    out.extend(
-                        (r.key, r.value) for r in decode_batch(data, h) if r.offset >= offset
-                    )
-                offset = max(offset, h.next_offset)
-            await asyncio.sleep(0)
         return out
 
     # ---- writing ---------------------------------------------------------------------------

@@ -171,7 +171,10 @@ def clean(
         if offset_map.latest_offset >= 0 and len(offset_map) >= offset_map.capacity:
             result.end_offset = offset_map.latest_offset + 1
         last_of_producer = last_batches_of_producers(store, plan)
-        txns = CleanedTransactions(plan.aborted)  # carried from group to group, as Kafka's
+        # Carried from group to group, as Kafka's. Every aborted transaction is known from the
+        # start, where Kafka collects them segment by segment up to the map's end: records of
+        # one that begins past that end go in this pass here, in the next one in Kafka.
+        txns = CleanedTransactions(plan.aborted)
         to_clean = [s for s in plan.segments[:-1] if s.base_offset < result.end_offset]
         for group in group_by_size(to_clean, plan.segment_bytes):
             if should_stop():

@@ -106,7 +106,9 @@ def track_last_of_producers(
 
 
 def is_last_of_producer(last: dict[int, LastOfProducer], h: BatchHeader) -> bool:
-    """Kafka's isBatchLastRecordOfProducer: the batch keeps the producer's sequence or epoch."""
+    """Kafka's isBatchLastRecordOfProducer: the batch keeps the producer's sequence or epoch.
+    Kafka asks only of producers still active (not past producer.id.expiration.ms); here every
+    producer in the log counts, so an expired producer's last batch stays as a bare header."""
     entry = last.get(h.producer_id) if h.producer_id != NO_PRODUCER_ID else None
     if entry is None:
         return False
