@@ -31,7 +31,7 @@ def spark_session(app_name: str, master: str = "local[*]") -> SparkSession:
     """A session on `master` for the load generator, with the data source registered.
 
     Spark's workers must run this interpreter (it has the project and pyarrow installed) and
-    bind to loopback (shared/machine-notes.md); an environment that says otherwise wins.
+    bind to loopback (docs/notes.md); an environment that says otherwise wins.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

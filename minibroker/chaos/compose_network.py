@@ -16,7 +16,7 @@ Two ways to cut a node off, as the fault asks:
 
 "clients" are the host's tools: published ports reach a container from the network's gateway.
 Delay and throttle would need the kernel's netem, which these machines lack
-(shared/machine-notes.md); they stay process-mode faults (the loopback fault proxy).
+(docs/notes.md); they stay process-mode faults (the loopback fault proxy).
 """
 
 from __future__ import annotations

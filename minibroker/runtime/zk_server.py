@@ -1,7 +1,7 @@
 """Run a real Apache ZooKeeper server (Debian's `zookeeper` package) for local clusters and tests.
 
 Finds the jars, writes a zoo.cfg into the server's own data dir, launches the JVM and waits
-until it answers the `srvr` four-letter command (shared/machine-notes.md has the measured facts).
+until it answers the `srvr` four-letter command (docs/notes.md has the measured facts).
 """
 
 from __future__ import annotations

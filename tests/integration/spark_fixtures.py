@@ -23,7 +23,7 @@ from loadgen.datasource import MinibrokerDataSource
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
     # Workers must run this interpreter (it has the project and pyarrow) and Spark must bind to
-    # loopback (shared/machine-notes.md); both are read when the JVM starts.
+    # loopback (docs/notes.md); both are read when the JVM starts.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     session = (
