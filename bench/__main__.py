@@ -1,7 +1,7 @@
 """`python -m bench all|raw|load|nats|failover|scale|dashboard|reassign|logs|security|
-transactions ...`:
+transactions|ab ...`:
 `all` runs every benchmark and rewrites BENCHMARKS.md; the others run one benchmark and print
-its tables."""
+its tables; `ab REF` compares the working tree with REF, part by part."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 from types import ModuleType
 
 from bench import (
+    ab,
     dashboard,
     failover,
     logs,
@@ -37,6 +38,7 @@ COMMANDS: dict[str, ModuleType] = {
     "logs": logs,
     "security": security,
     "transactions": transactions,
+    "ab": ab,
 }
 
 

@@ -56,7 +56,7 @@ from minibroker.runtime.waiting import WaitTimeout, wait_until
 from minibroker.runtime.zk_store import Stat, ZkStore
 
 
-def _create_topic(zk: ZkStore, partitions: int) -> int:
+def create_topic(zk: ZkStore, partitions: int) -> int:
     created_ms = wall_ms()
     admin_zk.create_topic(zk, TOPIC, partitions, REPLICATION_FACTOR, {}, random.Random(SEED))
     return created_ms
@@ -112,7 +112,7 @@ def _failures(scan: LogScan) -> list[str]:
     return list(out.values())
 
 
-def _wait_serving(state: localcluster.ClusterState, partitions: int, timeout_s: float) -> None:
+def wait_serving(state: localcluster.ClusterState, partitions: int, timeout_s: float) -> None:
     """Until every replica serves. DescribeBroker costs the brokers a description of every
     partition, so the poll slows with size (0.25 s at 1,000, 2.5 s at 10,000); every fourth
     poll also looks for a failed request, which would leave the wait hopeless."""
@@ -152,7 +152,7 @@ def _busiest_leader(
     return victim, sorted(p for p, (s, _stat) in before.items() if s.leader == victim_id)
 
 
-def _kill_one(
+def kill_busiest(
     state: localcluster.ClusterState, zk: ZkStore, partitions: int, session_s: float
 ) -> Failover:
     """SIGKILL the broker leading the most partitions; time the move of its leaderships.
@@ -290,7 +290,7 @@ def _controlled_stop(
     return len(led), (last_ms - stop_ms) / 1000, exited_s
 
 
-def _programs(state: localcluster.ClusterState) -> dict[str, int]:
+def programs(state: localcluster.ClusterState) -> dict[str, int]:
     """Every process to sample, ZooKeeper last, by name and PID."""
     procs = [p for p in state.processes if p.role != "zookeeper"] + state.by_role("zookeeper")
     return {p.name: p.pid for p in procs if localcluster.is_alive(p)}
@@ -322,18 +322,18 @@ def _states_written_s(zk: ZkStore, run: ScaleRun) -> float | None:
 def _phases(run: ScaleRun, state: localcluster.ClusterState, zk: ZkStore) -> None:
     n, budget = run.partitions, budget_s(run.partitions)
     session_s = Settings.load(profile=run.profile).get_int("zookeeper.session.timeout.ms") / 1000
-    run.created_ms = _create_topic(zk, n)
+    run.created_ms = create_topic(zk, n)
     t0 = time.monotonic()
-    _phase(run, "start-up", lambda: _wait_serving(state, n, budget))
+    _phase(run, "start-up", lambda: wait_serving(state, n, budget))
     run.startup_s = time.monotonic() - t0
     run.states_written_s = _states_written_s(zk, run)
     _note(run, f"every replica serving after {run.startup_s:.1f} s; idle measurement")
     time.sleep(SETTLE_S)  # a measurement design choice: let start-up work end first
-    pids = _programs(state)
+    pids = programs(state)
     run.cpu_pct = idle_cpu_pct(pids, IDLE_WINDOW_S)
     run.rss = {name: rss_mb(pid) for name, pid in pids.items()}
     _note(run, "SIGKILL of the busiest leader")
-    run.failover = failover = _phase(run, "failover", lambda: _kill_one(state, zk, n, session_s))
+    run.failover = failover = _phase(run, "failover", lambda: kill_busiest(state, zk, n, session_s))
     _note(run, f"{failover.moved} leaderships moved; restarting {failover.victim}")
     failover.returned_s = _phase(
         run, "restart", lambda: _restart(state, zk, failover.victim, n, budget)
@@ -358,7 +358,7 @@ def run_one(partitions: int, profile: str, keep: bool = False) -> ScaleRun:
                 _phases(run, state, zk)
             except (WaitTimeout, RunFailed, localcluster.ClusterError):
                 _note(run, f"gave up: {run.failed}")
-                run.rss = run.rss or {n: rss_mb(pid) for n, pid in _programs(state).items()}
+                run.rss = run.rss or {n: rss_mb(pid) for n, pid in programs(state).items()}
                 if run.states_written_s is None and run.created_ms:
                     run.states_written_s = _states_written_s(zk, run)
     finally:
