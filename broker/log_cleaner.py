@@ -142,8 +142,13 @@ class LogCleaner:
         """The due log with the highest dirty ratio (grabFilthiestCompactedLog)."""
         now = self.manager.wall_clock_ms()
         best = None
+        policy: dict[str, bool] = {}  # per topic, once a pass: 10,000 partitions share a few
         for tp, hosted in list(self.manager.partitions.items()):
-            if not compacted(self.manager.topic_configs.value(tp.topic, "cleanup.policy")):
+            is_compacted = policy.get(tp.topic)
+            if is_compacted is None:
+                value = self.manager.topic_configs.value(tp.topic, "cleanup.policy")
+                is_compacted = policy[tp.topic] = compacted(value)
+            if not is_compacted:
                 continue
             log = hosted.log
             found = cleanable(

@@ -142,16 +142,21 @@ class LogManager:
         """One check of every hosted log (Kafka's cleanupLogs); the segments deleted."""
         now = self.wall_clock_ms()
         deleted = 0
+        policies: dict[str, RetentionPolicy] = {}  # per topic, once a pass
         for tp, hosted in list(self.partitions.items()):
             try:
-                deleted += self._retain(tp, hosted, now)
+                policy = policies.get(tp.topic)
+                if policy is None:
+                    policy = policies[tp.topic] = retention_policy(self.topic_configs, tp.topic)
+                deleted += self._retain(tp, hosted, policy, now)
             except Exception as exc:  # one log's failure must not stop the others'
                 slog.event("retention_failed", logging.ERROR, tp=str(tp), error=repr(exc))
         return deleted
 
-    def _retain(self, tp: TopicPartition, hosted: HostedPartition, now_ms: int) -> int:
+    def _retain(
+        self, tp: TopicPartition, hosted: HostedPartition, policy: RetentionPolicy, now_ms: int
+    ) -> int:
         log, p = hosted.log, hosted.partition
-        policy = retention_policy(self.topic_configs, tp.topic)
         decision = decide(
             log.retention_views(),
             policy,

@@ -50,6 +50,7 @@ class PartitionOpener:
         store: ZkStore,
         partitions: PartitionTable,
         checkpointed_hw: dict[TopicPartition, int],
+        hw_moved: set[TopicPartition],
         checkpointed_start: dict[TopicPartition, int],
         checkpointed_clean: dict[TopicPartition, int],
         planted_bug: PlantedBug,
@@ -62,6 +63,7 @@ class PartitionOpener:
         self.store = store
         self.partitions = partitions
         self.checkpointed_hw = checkpointed_hw
+        self.hw_moved = hw_moved
         self.checkpointed_start = checkpointed_start
         self.checkpointed_clean = checkpointed_clean
         self.planted_bug = planted_bug
@@ -94,6 +96,7 @@ class PartitionOpener:
             self.lag_ms,
             self.topic_configs.min_insync_replicas(tp.topic),
             planted_bug=self.planted_bug,
+            hw_moved=self.hw_moved,
         )
         partition.initialize_high_watermark(self.checkpointed_hw.get(tp, 0), log)
         hosted = HostedPartition(partition, log)

@@ -67,4 +67,6 @@ class IsrTaskServices:
     first_leader_and_isr: asyncio.Event
     # HWs read at start-up for partitions not hosted (yet); shared with the replica manager.
     checkpointed_hw: dict[TopicPartition, int]
+    # Partitions whose HW moved since the last checkpoint (every Partition adds itself).
+    hw_moved: set[TopicPartition]
     on_partition_changed: Callable[[TopicPartition], None]

@@ -101,6 +101,7 @@ class ReplicaManager:
         # HWs read at start-up, kept for partitions not hosted (yet) so a checkpoint rewrite
         # does not forget them (Kafka keeps every log of the dir in its checkpoint).
         self.checkpointed_hw = load_checkpointed_high_watermarks(log_dir)
+        self.hw_moved: set[TopicPartition] = set()
         self.topic_configs = TopicConfigs(settings, broker_id)
         self.deletion = RecordDeletion(
             self.partitions, self.topic_configs, self.metadata.is_alive, self.on_partition_changed
@@ -125,6 +126,7 @@ class ReplicaManager:
             store=store,
             partitions=self.partitions,
             checkpointed_hw=self.checkpointed_hw,
+            hw_moved=self.hw_moved,
             checkpointed_start=self.logs.checkpointed_start,
             checkpointed_clean=self.logs.cleaner.checkpoint,
             planted_bug=self.planted_bug,
@@ -141,6 +143,7 @@ class ReplicaManager:
                 now_ms=self.now_ms,
                 first_leader_and_isr=self.first_leader_and_isr,
                 checkpointed_hw=self.checkpointed_hw,
+                hw_moved=self.hw_moved,
                 on_partition_changed=self.on_partition_changed,
             ),
         )

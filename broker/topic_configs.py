@@ -54,12 +54,12 @@ class TopicConfigs:
         self._throttled.pop(topic, None)
 
     def effective(self, topic: str) -> dict[str, str]:
-        broker = self.settings.as_strings()
+        broker = self.settings.strings_view()
         config = self._overrides.get(topic, {})
         return {name: topic_value(config, name, broker) for name in TOPIC_CONFIGS}
 
     def value(self, topic: str, name: str) -> str:
-        return topic_value(self._overrides.get(topic, {}), name, self.settings.as_strings())
+        return topic_value(self._overrides.get(topic, {}), name, self.settings.strings_view())
 
     def min_insync_replicas(self, topic: str) -> int:
         raw = self.value(topic, MIN_INSYNC_REPLICAS)

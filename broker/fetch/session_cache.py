@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.purgatory import DelayedOperation
-from broker.replication.partition import RemoteReplica
+from broker.replication.replica import RemoteReplica
 from broker.types import FetchPartitionRequest, FetchPartitionResult
 from minibroker.core.errors import ErrorCode
 from minibroker.core.types import TopicPartition

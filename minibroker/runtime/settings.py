@@ -12,6 +12,7 @@ import os
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from minibroker.core.broker_config import DYNAMIC_BROKER_CONFIGS
@@ -175,6 +176,7 @@ class Settings:
     ) -> None:
         self._static = dict(values)
         self._values = dict(values)
+        self._strings: Mapping[str, str] | None = None  # as_strings(), kept until a change
         self.profile = profile
         # The names set by the profile, a file, flags or the environment (Kafka's
         # STATIC_BROKER_CONFIG), as opposed to the built-in defaults.
@@ -275,7 +277,17 @@ class Settings:
     def as_strings(self) -> dict[str, str]:
         """Every property as Kafka would print it (booleans lower-case, secrets hidden),
         dynamic values in."""
-        return {k: _shown(k, v) for k, v in sorted(self._values.items())}
+        return dict(self.strings_view())
+
+    def strings_view(self) -> Mapping[str, str]:
+        """`as_strings()` read-only and without a copy, built once per change of the values:
+        each partition's topic configs fall back on it, and a sweep over 10,000 partitions
+        formatting every setting for each cost an idle broker a few % of a core (issue 38)."""
+        if self._strings is None:
+            self._strings = MappingProxyType(
+                {k: _shown(k, v) for k, v in sorted(self._values.items())}
+            )
+        return self._strings
 
     def static_strings(self) -> dict[str, str]:
         """The settings given explicitly (profile, file, flags), as strings."""
@@ -307,6 +319,7 @@ class Settings:
                 except ConfigError:
                     continue
         self._values = values
+        self._strings = None
         self._dynamic = (dict(cluster_default), dict(per_broker))
         after = self.as_strings()
         return {k: (before[k], after[k]) for k in after if before.get(k) != after[k]}

@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from broker.replication.leader_epoch import LeaderEpochCache
-from broker.replication.partition import Partition, PartitionState, RemoteReplica
+from broker.replication.partition import Partition, PartitionState
+from broker.replication.replica import RemoteReplica
 from minibroker.core.errors import ErrorCode
 from minibroker.core.types import TopicPartition
 
@@ -275,6 +276,37 @@ def test_follower_hw_is_the_leaders_clamped_to_the_local_log_and_may_go_down() -
     assert p.update_follower_high_watermark(9, log) == 5
     assert p.update_follower_high_watermark(1, log) == 2
     assert p.update_follower_high_watermark(3, log) == 3
+
+
+def test_every_hw_move_and_only_a_move_is_marked_for_the_checkpoint() -> None:
+    """The HW checkpoint writes only after a partition marked its HW moved (hw_moved): every
+    way the HW changes must mark it, and a rule that leaves it where it was must not."""
+    moved: set[TopicPartition] = set()
+    p = Partition(TP, local_broker_id=2, replica_lag_time_max_ms=LAG, hw_moved=moved)
+    log = Offsets(log_end_offset=5, log_start_offset=0)
+    p.initialize_high_watermark(0, log)
+    assert moved == set()  # still 0
+    p.initialize_high_watermark(3, log)
+    assert moved == {TP}
+    moved.clear()
+    p.update_follower_high_watermark(3, log)
+    assert moved == set()
+    p.update_follower_high_watermark(4, log)
+    assert moved == {TP}
+    moved.clear()
+    p.on_truncate(2)
+    assert (p.high_watermark, moved) == (2, {TP})
+    moved.clear()
+    p.on_truncate(4)  # the HW is below the new LEO already
+    assert moved == set()
+    q, _ = leader(isr=(1, 2), leo=5)
+    q.hw_moved = moved
+    # The follower's LEO moves the leader's HW (replica 3, outside the ISR, no longer counts).
+    fetch(q, 2, 3, now=LAG + 1, leo=5)
+    assert (q.high_watermark, moved) == (3, {TP})
+    moved.clear()
+    assert not q.maybe_increment_leader_hw(5, now_ms=LAG + 1)
+    assert moved == set()
 
 
 def test_current_leader_epoch_fencing() -> None:
