@@ -167,6 +167,7 @@ def test_the_checker_catches_a_forbidden_import(tmp_path: Path) -> None:
             {
                 "minibroker/runtime/zk_client.py",
                 "minibroker/runtime/zk_errors.py",
+                "minibroker/runtime/zk_handler.py",
                 "minibroker/runtime/zk_store.py",
             },
         ),
