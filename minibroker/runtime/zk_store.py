@@ -43,6 +43,13 @@ from minibroker.runtime.zk_errors import (
 
 log = logging.getLogger(__name__)
 
+# Ops of the controller's fenced writes per multi (see ZkStore._fenced_many); a multi of 50
+# state znodes is ~8 KB, far below ZooKeeper's 1 MB request limit (jute.maxbuffer).
+FENCED_OPS_PER_MULTI = 50
+# What a multi's other ops answer when one op failed: ZooKeeper's OK for those before it
+# (kazoo's RolledBackError) and RUNTIMEINCONSISTENCY for those after it.
+_ROLLED_BACK = (kz_exc.RolledBackError, kz_exc.RuntimeInconsistency)
+
 
 class ZkStore(ZkClient):
     """A ZooKeeper session that knows Kafka's znodes."""
@@ -206,27 +213,44 @@ class ZkStore(ZkClient):
     def _fenced_many(
         self, epoch_zk_version: int, add_ops: list[Callable[[Any], None]]
     ) -> list[ZkError | None]:
-        """For each op one multi {check /controller_epoch at our version, <op>}, pipelined:
-        None where it succeeded, the op's error otherwise. Each multi is checked on its
-        own, as Kafka's batched controller writes are (reference §5.1, §5.5): the per-op
-        outcomes in order; ControllerMoved if any check failed."""
+        """Every op under the fence (a check of /controller_epoch at our version), pipelined:
+        None where it succeeded, the op's error otherwise; ControllerMoved if a check failed.
 
-        def start(add_op: Callable[[Any], None]) -> Any:
+        Kafka sends one multi {check, op} per partition (reference §5.1, §5.5). Here up to
+        FENCED_OPS_PER_MULTI ops share one multi after its check: each op is still conditional
+        on its own zkVersion, and one that fails (BADVERSION, NONODE, NODEEXISTS) rolls back its
+        batch-mates, which are sent again, so every op ends as it would alone. What differs is
+        the cost: kazoo spends ~0.4 ms of Python per request, which made a failover's 3,334
+        leader writes take ~1.5 s in requests of one partition and ~0.1 s in multis of 50."""
+
+        def start(ops: list[int]) -> Any:
             tx = self._client.transaction()
             tx.check(ControllerEpochZNode.path, epoch_zk_version)
-            add_op(tx)
+            for i in ops:
+                add_ops[i](tx)
             return tx.commit_async()
 
-        errors: list[ZkError | None] = []
-        for outcome in self._pipelined(functools.partial(start, op) for op in add_ops):
-            if isinstance(outcome, Exception):
-                raise mapped_error(outcome) from outcome
-            check = outcome[0]
-            if isinstance(check, Exception) and not isinstance(check, kz_exc.RolledBackError):
-                raise ControllerMoved(
-                    f"/controller_epoch is no longer at version {epoch_zk_version}"
-                )
-            errors.append(first_failure(outcome[1:]))
+        errors: list[ZkError | None] = [None] * len(add_ops)
+        todo = list(range(len(add_ops)))
+        size = FENCED_OPS_PER_MULTI
+        while todo:
+            batches = [todo[i : i + size] for i in range(0, len(todo), size)]
+            size = max(1, size // 2)  # many failures in a batch settle in a few rounds
+            todo = []
+            outcomes = self._pipelined(functools.partial(start, b) for b in batches)
+            for batch, outcome in zip(batches, outcomes, strict=True):
+                if isinstance(outcome, Exception):
+                    raise mapped_error(outcome) from outcome
+                check = outcome[0]
+                if isinstance(check, Exception) and not isinstance(check, _ROLLED_BACK):
+                    raise ControllerMoved(
+                        f"/controller_epoch is no longer at version {epoch_zk_version}"
+                    )
+                for i, result in zip(batch, outcome[1:], strict=True):
+                    if isinstance(result, _ROLLED_BACK):
+                        todo.append(i)  # a batch-mate failed: this op was not tried on its own
+                    elif isinstance(result, Exception):
+                        errors[i] = mapped_error(result)
         return errors
 
     def _create_parents(self, paths: list[str]) -> None:

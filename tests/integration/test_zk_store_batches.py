@@ -20,6 +20,7 @@ from minibroker.core.zk_layout import ControllerEpochZNode, TopicPartitionStateZ
 from minibroker.runtime import zk_server
 from minibroker.runtime.settings import Settings
 from minibroker.runtime.waiting import wait_until
+from minibroker.runtime.zk_client import WriteOp
 from minibroker.runtime.zk_store import ControllerMoved, ZkStore
 
 pytestmark = pytest.mark.integration
@@ -75,6 +76,27 @@ def test_creates_reads_and_conditional_sets_in_batches(zk: ZkStore) -> None:
     assert [after[tp].leader for tp in TPS] == [2 if p % 2 == 0 else 1 for p in range(len(TPS))]
     got = zk.get_many([TopicPartitionStateZNode.path(TPS[0]), "/nowhere"])
     assert got["/nowhere"] is None and got[TopicPartitionStateZNode.path(TPS[0])] is not None
+
+
+def test_writes_sharing_a_multi_end_as_they_would_alone(zk: ZkStore) -> None:
+    """The fenced writes share multis (ZkStore._fenced_many): a failing write must not take its
+    batch-mates with it, whatever its place and however many fail (every third here: stale
+    versions, a missing znode), across more partitions than one multi holds."""
+    many = [TopicPartition("w", p) for p in range(130)]
+    assert set(zk.create_partition_states_fenced(0, {tp: _state(1) for tp in many}).values()) == {0}
+    missing = TopicPartition("w", 999)
+    writes = [(tp, _state(2, 1), 5 if tp.partition % 3 == 0 else 0) for tp in many]
+    versions = zk.set_partition_states_fenced(0, [*writes, (missing, _state(2, 1), 0)])
+    assert versions == {
+        **{tp: None if tp.partition % 3 == 0 else 1 for tp in many},
+        missing: None,
+    }
+    after = zk.read_partition_states(many)
+    assert [after[tp].leader for tp in many] == [1 if p % 3 == 0 else 2 for p in range(130)]
+    again = zk.create_partition_states_fenced(
+        0, {many[7]: _state(3), TopicPartition("w", 500): _state(3)}
+    )
+    assert again == {many[7]: None, TopicPartition("w", 500): 0}
 
 
 def test_a_moved_controller_epoch_fails_the_batch(zk: ZkStore) -> None:
@@ -168,3 +190,21 @@ def test_the_controller_writes_from_its_cached_states_and_reads_only_what_moved(
     for tp, state in zk.read_partition_states(TPS).items():
         assert (state.leader, state.leader_epoch) == (2, 1)
         assert state.isr == ((1,) if tp == TPS[3] else (1, 2))
+
+
+def test_multis_in_a_batch_apply_whole_or_not_at_all(zk: ZkStore) -> None:
+    """multi_many (auto-created topics' writes): each multi all or nothing, the failing write's
+    error for a failed one, and the multis after it applied."""
+    zk.create("/m", b"")
+    zk.create("/m/taken", b"old")
+    batches = [[WriteOp(f"/m/a{i}", b"%d" % i) for i in range(i * 3, i * 3 + 3)] for i in range(12)]
+    batches[4] = [WriteOp("/m/b0", b"x"), WriteOp("/m/taken", b"y"), WriteOp("/m/b1", b"z")]
+    batches[5] = [WriteOp("/m/taken", b"set", create=False), WriteOp("/m/c0", b"c")]
+    outcomes = zk.multi_many(batches)
+    assert [type(o).__name__ for o in outcomes] == ["NoneType"] * 4 + ["ZkNodeExists"] + [
+        "NoneType"
+    ] * 7
+    children = set(zk.children("/m"))
+    assert not {"b0", "b1"} & children  # the failed multi left nothing behind
+    assert {"c0", "a0", "a35"} <= children
+    assert zk.get("/m/taken")[0] == b"set"
