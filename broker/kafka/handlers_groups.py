@@ -19,7 +19,7 @@ from kafka.protocol.consumer.group import (
 )
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorResponse
 
-from broker.kafka.authz import topics_allowed
+from broker.kafka.authz import commit_refusals, topics_allowed
 from broker.kafka.context import KafkaContext
 from minibroker.core.coordinator_log.group_records import OffsetValue
 from minibroker.core.errors import ErrorCode
@@ -166,6 +166,10 @@ async def handle_leave_group(ctx: KafkaContext, request: Any, version: int) -> A
 
 
 async def handle_offset_commit(ctx: KafkaContext, request: Any, version: int) -> Any:
+    """KafkaApis.handleOffsetCommitRequest: READ on the group first (all partitions refused
+    otherwise); then each partition of a topic the principal may not READ, or that the
+    metadata cache does not hold, is refused on its own, and only the rest reach the
+    coordinator, so a commit naming nothing else is answered without consulting the group."""
     offsets = {
         TopicPartition(t.name, p.partition_index): (
             int(p.committed_offset),
@@ -175,25 +179,28 @@ async def handle_offset_commit(ctx: KafkaContext, request: Any, version: int) ->
         for t in request.topics
         for p in t.partitions
     }
-    error = _check(ctx, request.group_id)
-    readable: set[str] = set()
-    results: dict[TopicPartition, ErrorCode] = {}
-    if error is ErrorCode.NONE:
-        error = ctx.groups.check_commit(
-            request.group_id, request.member_id or "", int(request.generation_id_or_member_epoch)
-        )
-    if error is ErrorCode.NONE:
+    if not _may(ctx, AclOperation.READ, request.group_id):
+        results = dict.fromkeys(offsets, GROUP_DENIED)
+    else:
         readable = topics_allowed(ctx, AclOperation.READ, {tp.topic for tp in offsets})
-        allowed = {tp: o for tp, o in offsets.items() if tp.topic in readable}
-        if allowed:
-            results = await ctx.groups.ops.commit(request.group_id, allowed)
+        results = commit_refusals(offsets, readable, ctx.rm.metadata.partitions)
+        valid = {tp: o for tp, o in offsets.items() if tp not in results}
+        if valid:
+            error = ctx.groups.check_group(request.group_id, ctx.listener)
+            if error is ErrorCode.NONE:
+                error = ctx.groups.check_commit(
+                    request.group_id,
+                    request.member_id or "",
+                    int(request.generation_id_or_member_epoch),
+                )
+            if error is ErrorCode.NONE:
+                results.update(await ctx.groups.ops.commit(request.group_id, valid))
+            else:
+                results.update(dict.fromkeys(valid, error))
     by_topic: dict[str, list[Any]] = {}
     for tp in offsets:
-        code = results.get(tp, error)
-        if error is ErrorCode.NONE and tp.topic not in readable:
-            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         by_topic.setdefault(tp.topic, []).append(
-            _CommitPartition(partition_index=tp.partition, error_code=int(code))
+            _CommitPartition(partition_index=tp.partition, error_code=int(results[tp]))
         )
     return OffsetCommitResponse(
         throttle_time_ms=0,

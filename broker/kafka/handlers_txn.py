@@ -17,7 +17,7 @@ from kafka.protocol.producer.transaction import (
     TxnOffsetCommitResponse,
 )
 
-from broker.kafka.authz import topics_allowed
+from broker.kafka.authz import commit_refusals, topics_allowed
 from broker.kafka.context import KafkaContext
 from broker.log.log_types import wall_clock_ms
 from minibroker.core.coordinator_log.group_records import NO_EPOCH, OffsetValue
@@ -151,12 +151,7 @@ async def handle_txn_offset_commit(ctx: KafkaContext, request: Any, version: int
     results: dict[TopicPartition, ErrorCode] = {}
     if error is E.NONE:
         readable = topics_allowed(ctx, AclOperation.READ, {tp.topic for tp in offsets})
-        known = ctx.rm.metadata.partitions
-        for tp in offsets:
-            if tp.topic not in readable:
-                results[tp] = E.TOPIC_AUTHORIZATION_FAILED
-            elif tp not in known:
-                results[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+        results = commit_refusals(offsets, readable, ctx.rm.metadata.partitions)
         allowed = {tp: v for tp, v in offsets.items() if tp not in results}
         if allowed:
             stored = await ctx.groups.offsets.store_txn_offsets(
