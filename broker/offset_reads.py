@@ -6,6 +6,7 @@ from __future__ import annotations
 from broker.partition_table import HostedPartition, PartitionTable
 from broker.types import READ_COMMITTED, EpochEndOffsetResult, ListOffsetResult
 from minibroker.core.errors import ErrorCode
+from minibroker.core.records import RecordError
 from minibroker.core.types import TopicPartition
 
 EARLIEST_TIMESTAMP = -2
@@ -33,7 +34,7 @@ def list_offset(
     isolation_level: int = 0,
 ) -> ListOffsetResult:
     """Kafka's fetchOffsetForTimestamp: a read_committed client's latest offset is the LSO,
-    and a timestamp look-up finds batches below it only (lastFetchableOffset)."""
+    and a timestamp look-up finds records below it only (lastFetchableOffset)."""
     found = leader_or_error(partitions, tp, current_leader_epoch)
     if isinstance(found, ErrorCode):
         return ListOffsetResult(found)
@@ -49,19 +50,19 @@ def list_offset(
         return ListOffsetResult(error, offset, -1, p.leader_epoch)
     if timestamp < 0:
         return ListOffsetResult(ErrorCode.INVALID_REQUEST)
-    # No time index: the first committed batch whose max timestamp reaches the target, not
-    # before the log start offset (Kafka's fetchOffsetByTimestamp).
-    start = log.log_start_offset
+    # Kafka's Partition.fetchOffsetForTimestamp: the first record at or after the timestamp
+    # (timestamp_search.py), answered only below the last fetchable offset; its batch's
+    # leader epoch, not the partition's, goes with it.
     fetchable = p.high_watermark
     if isolation_level == READ_COMMITTED:
         fetchable = log.last_stable_offset(fetchable)
-    for batch in log.batches():
-        if batch.last_offset < start:
-            continue
-        if batch.max_timestamp >= timestamp and batch.base_offset < fetchable:
-            offset = max(batch.base_offset, start)
-            return ListOffsetResult(ErrorCode.NONE, offset, batch.max_timestamp, p.leader_epoch)
-    return ListOffsetResult(ErrorCode.NONE, -1, -1, p.leader_epoch)
+    try:
+        record = log.fetch_offset_by_timestamp(timestamp)
+    except RecordError as exc:  # KafkaApis answers Errors.forException (CORRUPT_MESSAGE)
+        return ListOffsetResult(exc.code)
+    if record is None or record.offset >= fetchable:
+        return ListOffsetResult(ErrorCode.NONE)
+    return ListOffsetResult(ErrorCode.NONE, record.offset, record.timestamp, record.leader_epoch)
 
 
 def last_offset_for_leader_epoch(

@@ -27,17 +27,17 @@ from broker.log.segment import (
     segment_file_name,
     txn_index_file_name,
 )
-from broker.log.segment_reads import headers as segment_headers
 from broker.log.segment_reads import locate, read_from
 from broker.log.segment_replacement import SegmentReplacement
 from broker.log.store import SegmentStore
+from broker.log.timestamp_search import TimestampSearch
 from broker.replication.leader_epoch import EpochEntry, LeaderEpochCache
 from minibroker.core import batch_validation
 from minibroker.core.errors import ErrorCode
 from minibroker.core.records import HEADER_SIZE, NO_PRODUCER_ID, BatchHeader, RecordError
 
 
-class Log(SegmentReplacement, LogTransactions):
+class Log(SegmentReplacement, LogTransactions, TimestampSearch):
     """A partition's log over a SegmentStore; opening it recovers whatever the store holds."""
 
     def __init__(
@@ -303,10 +303,6 @@ class Log(SegmentReplacement, LogTransactions):
     def _segment_index(self, offset: int) -> int:
         """Index of the segment holding `offset`: the last one whose base is <= it."""
         return bisect.bisect_right(self._segments, offset, key=lambda s: s.base_offset) - 1
-
-    def batches(self) -> list[BatchHeader]:
-        """Every batch header in the log, positions relative to its segment (diagnostics)."""
-        return [h for segment in self._segments for h in segment_headers(self._store, segment)]
 
     # ---- truncation and durability ----
 

@@ -13,10 +13,9 @@ from minibroker.core import records
 from minibroker.core.records import HEADER_SIZE, BatchHeader
 
 
-def headers(store: SegmentStore, segment: Segment) -> Iterator[BatchHeader]:
-    """A segment's batch headers, read a chunk at a time (batches' bodies skipped); positions
-    are relative to the segment."""
-    position = 0
+def headers(store: SegmentStore, segment: Segment, position: int = 0) -> Iterator[BatchHeader]:
+    """A segment's batch headers from `position` (a batch's start) on, read a chunk at a time
+    (batches' bodies skipped); positions are relative to the segment."""
     while position < segment.size:
         buf = store.read(segment.log_name, position, 1 << 20)
         at = 0

@@ -2,12 +2,15 @@
 with unmodified clients or Kafka's own frames on the brokers' KAFKA listeners; each cites the
 Kafka source it follows:
 - an offset commit for a topic that does not exist is refused (KafkaApis.scala,
-  handleOffsetCommitRequest; KafkaApisTest.testOffsetCommitWithInvalidPartition)."""
+  handleOffsetCommitRequest; KafkaApisTest.testOffsetCommitWithInvalidPartition);
+- ListOffsets by timestamp finds the first record, not batch, at or after it (LogSegment.scala
+  findOffsetByTimestamp, FileRecords.searchForTimestamp)."""
 
 from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from contextlib import closing
 from typing import Any
 
 import pytest
@@ -61,3 +64,38 @@ def test_an_offset_commit_for_a_topic_that_does_not_exist_is_refused(fc: Cluster
         assert [(t.topic, t.offset) for t in got] == [("committed", 3), ("no-such-topic", -1001)]
     finally:
         consumer.close()
+
+
+# ---- ListOffsets by timestamp -----------------------------------------------------------------
+
+
+def test_offsets_for_times_finds_the_record_not_its_batch(fc: Cluster) -> None:
+    """Issue 38's case: two records of one batch, timestamps 1234 and 999999999999."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import TopicPartition as TP
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaTP
+
+    # Records from 1970 and 2001 are past any time retention: this topic keeps them.
+    fc.cli("topics", "create", "stamped", "--partitions", "1", "--replication-factor", "3",
+           "--config", "retention.ms=-1", "--wait")  # fmt: skip
+    producer = Producer({"bootstrap.servers": kafka_bootstrap(fc), "acks": "all",
+                         "linger.ms": 200})  # fmt: skip
+    for ts in (1234, 999_999_999_999):  # one linger: one batch
+        producer.produce("stamped", value=b"at %d" % ts, partition=0, timestamp=ts)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap(fc), "group.id": "times"})
+    try:
+        found = {  # one look-up a call: librdkafka keeps one timestamp per partition
+            ts: consumer.offsets_for_times([TP("stamped", 0, ts)], timeout=30)[0].offset
+            for ts in (999_999_999_999, 1235, 1234, 0, 10**12)
+        }
+        assert found == {999_999_999_999: 1, 1235: 1, 1234: 0, 0: 0, 10**12: -1}
+    finally:
+        consumer.close()
+    with closing(KafkaConsumer(bootstrap_servers=kafka_bootstrap(fc).split(","))) as kc:
+        tp = KafkaTP("stamped", 0)
+        got = kc.offsets_for_times({tp: 999_999_999_999})[tp]
+        assert (got.offset, got.timestamp) == (1, 999_999_999_999)
+        got = kc.offsets_for_times({tp: 1000})[tp]
+        assert (got.offset, got.timestamp) == (0, 1234)
