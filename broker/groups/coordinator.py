@@ -155,7 +155,7 @@ class GroupCoordinator:
         if not member_id:
             member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             if require_known_member_id:  # KIP-394: the client joins again with this id
-                group.add_pending(member_id)
+                group.add_pending(member_id, session_timeout_ms, self.rm.now_ms())
                 return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id)
         now = self.rm.now_ms()
         member = Member(
@@ -243,6 +243,8 @@ class GroupCoordinator:
     def _after_change(self, group: Group) -> None:
         gid = group.group_id
         joins, syncs = self._joins.get(gid, {}), self._syncs.get(gid, {})
+        # A member removed (left, expired, dropped by the rebalance) while its join waited is
+        # answered UNKNOWN_MEMBER_ID: removeMemberAndUpdateGroup's maybeInvokeJoinCallback.
         for member_id in [m for m in joins if m not in group.members]:
             _answer(joins.pop(member_id), JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
         for member_id in list(syncs):
@@ -255,7 +257,7 @@ class GroupCoordinator:
                 _answer(syncs.pop(member_id), (ErrorCode.NONE, m.assignment))
         now = self.rm.now_ms()
         if group.rejoin_complete(now):
-            for result in group.complete_join():
+            for result in group.complete_join(now):
                 future = joins.pop(result.member_id, None)
                 if future is not None:
                     _answer(future, result)

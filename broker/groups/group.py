@@ -11,9 +11,16 @@ empty waits `group.initial.rebalance.delay.ms` first, to gather its first member
 that did not rejoin are removed, the generation grows, the protocol every member supports that
 most members list first is chosen, and the leader (kept if still a member, else the first to
 join) receives every member's metadata. The leader's SyncGroup assignment is stored in
-__consumer_offsets before the generation settles (complete_sync). Heartbeats keep a member; one
-silent for its session timeout is removed, unless it waits for a join or sync answer (it cannot
-heartbeat then).
+__consumer_offsets before the generation settles (complete_sync).
+
+Expiry, as Kafka's heartbeat purgatory: a member's session runs from its last heartbeat, from
+its join's answer and from its SyncGroup's answer; silent past it, the member is removed (and
+the coordinator answers a join it left waiting UNKNOWN_MEMBER_ID, as removeMemberAndUpdateGroup
+does), unless a JoinGroup or SyncGroup of its own is waiting for an answer (it cannot heartbeat
+then). A new member is the exception: until its first join is answered it has
+NEW_MEMBER_JOIN_TIMEOUT_MS, however long the rebalance. An id handed out with MEMBER_ID_REQUIRED
+(KIP-394) is pending until it joins, leaves, or its session timeout passes; a rebalance waits
+for the pending ids as for the members (hasAllMembersJoined).
 """
 
 from __future__ import annotations
@@ -23,6 +30,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from minibroker.core.errors import ErrorCode
+
+# GroupCoordinator.NewMemberJoinTimeoutMs: how long a new member's first join may wait.
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 
 
 class GroupState(Enum):
@@ -43,7 +53,8 @@ class Member:
     last_heartbeat_ms: int
     assignment: bytes = b""
     awaiting_join: bool = False
-    awaiting_sync: bool = False
+    awaiting_sync: bool = False  # its SyncGroup waits for the leader's assignment
+    is_new: bool = False  # joined, its first join not answered yet (MemberMetadata.isNew)
 
     def metadata(self, protocol: str) -> bytes:
         return next(m for name, m in self.protocols if name == protocol)
@@ -73,8 +84,9 @@ class Group:
     protocol_name: str | None = None
     leader_id: str | None = None
     members: dict[str, Member] = field(default_factory=dict)  # in join order
-    # Member ids handed out with MEMBER_ID_REQUIRED, not joined yet (KIP-394).
-    pending: set[str] = field(default_factory=set)
+    # Member ids handed out with MEMBER_ID_REQUIRED, not joined yet (KIP-394), and when each
+    # expires (its session timeout after it was handed out).
+    pending: dict[str, int] = field(default_factory=dict)
     rebalance_deadline_ms: int | None = None
     # An empty group's first rebalance: wait out group.initial.rebalance.delay.ms for members.
     gathering: bool = False
@@ -102,13 +114,13 @@ class Group:
                 return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         return ErrorCode.NONE
 
-    def add_pending(self, member_id: str) -> None:
-        self.pending.add(member_id)
+    def add_pending(self, member_id: str, session_timeout_ms: int, now_ms: int) -> None:
+        self.pending[member_id] = now_ms + session_timeout_ms
 
     def join(self, member: Member, protocol_type: str, now_ms: int) -> JoinResult | None:
         """A (re)join of a checked member: the answer now (a follower whose protocols did not
         change, in a formed generation), or None: it waits for the rebalance to complete."""
-        self.pending.discard(member.member_id)
+        self.pending.pop(member.member_id, None)
         old = self.members.get(member.member_id)
         if (
             old is not None
@@ -120,6 +132,11 @@ class Group:
             return self._join_result(old, with_members=False)
         if old is not None:
             member.assignment = old.assignment
+            member.is_new = old.is_new
+            if old.is_new:  # its first join's time limit runs on (updateMemberAndRebalance)
+                member.last_heartbeat_ms = old.last_heartbeat_ms
+        else:
+            member.is_new = True  # addMemberAndRebalance
         member.awaiting_join = True
         if self.state is GroupState.EMPTY and not self.members:
             self.protocol_type = protocol_type
@@ -128,17 +145,20 @@ class Group:
         return None
 
     def rejoin_complete(self, now_ms: int) -> bool:
-        """Whether the rebalance under way can complete now: every member has rejoined (and
-        an empty group's first wait is over), or its deadline passed."""
+        """Whether the rebalance under way can complete now: every member has rejoined and no
+        pending member id is still to join (and an empty group's first wait is over), or its
+        deadline passed."""
         if self.state is not GroupState.PREPARING_REBALANCE or self.rebalance_deadline_ms is None:
             return False
         if now_ms >= self.rebalance_deadline_ms:
             return True
-        return not self.gathering and all(m.awaiting_join for m in self.members.values())
+        joined = all(m.awaiting_join for m in self.members.values())
+        return not self.gathering and not self.pending and joined
 
-    def complete_join(self) -> list[JoinResult]:
+    def complete_join(self, now_ms: int) -> list[JoinResult]:
         """Form the next generation: drop members that did not rejoin; the answers to every
-        waiting join (empty when no member is left)."""
+        waiting join (empty when no member is left). Each member's session starts again
+        (onCompleteJoin's completeAndScheduleNextHeartbeatExpiration)."""
         for member_id in [m.member_id for m in self.members.values() if not m.awaiting_join]:
             del self.members[member_id]
         self.rebalance_deadline_ms = None
@@ -153,7 +173,8 @@ class Group:
         self.state = GroupState.COMPLETING_REBALANCE
         results = []
         for m in self.members.values():
-            m.awaiting_join, m.awaiting_sync = False, True
+            m.awaiting_join, m.awaiting_sync, m.is_new = False, False, False
+            m.last_heartbeat_ms = now_ms
             m.assignment = b""
             results.append(self._join_result(m, with_members=m.member_id == self.leader_id))
         return results
@@ -206,6 +227,7 @@ class Group:
             return ErrorCode.NONE, member.assignment
         if member_id == self.leader_id and self.proposed is None:
             self.proposed = dict(assignments)  # stored first, then settled (complete_sync)
+        member.awaiting_sync = True
         return None
 
     def complete_sync(self, generation_id: int, error: ErrorCode, now_ms: int) -> bool:
@@ -223,45 +245,63 @@ class Group:
         for m in self.members.values():
             m.assignment = proposed.get(m.member_id, b"") if error is ErrorCode.NONE else b""
         if error is ErrorCode.NONE:
-            for m in self.members.values():
-                m.awaiting_sync = False
+            self._answer_syncs(now_ms)
             self.state = GroupState.STABLE
         else:
             self._prepare_rebalance(now_ms)
         return True
 
+    def _answer_syncs(self, now_ms: int) -> None:
+        """The waiting SyncGroups are answered (propagateAssignment): their members' sessions
+        start again from now."""
+        for m in self.members.values():
+            if m.awaiting_sync:
+                m.awaiting_sync, m.last_heartbeat_ms = False, now_ms
+
     # ---- Heartbeat, LeaveGroup, expiry ----------------------------------------------------
 
     def heartbeat(self, member_id: str, generation_id: int, now_ms: int) -> ErrorCode:
+        """GroupCoordinator.handleHeartbeat: only a member of the current generation keeps
+        its session."""
         error = self.check_member(member_id, generation_id)
-        if error is ErrorCode.UNKNOWN_MEMBER_ID:
-            return error
-        self.members[member_id].last_heartbeat_ms = now_ms
         if error is not ErrorCode.NONE:
             return error
+        if self.state is GroupState.EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID
         # A formed generation's members heartbeat before their sync answer: that is normal.
+        self.members[member_id].last_heartbeat_ms = now_ms
         if self.state is GroupState.PREPARING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
     def leave(self, member_id: str, now_ms: int) -> ErrorCode:
+        """handleLeaveGroup: a pending member id is forgotten (removePendingMemberAndUpdateGroup),
+        a member removed (its waiting join is the coordinator's to answer)."""
+        if self.pending.pop(member_id, None) is not None:
+            return ErrorCode.NONE
         if member_id not in self.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
         self._remove(member_id, now_ms)
         return ErrorCode.NONE
 
     def expire(self, now_ms: int) -> list[str]:
-        """Members silent for longer than their session timeout, removed (a member waiting
-        for a join or sync answer is not expired: it cannot heartbeat meanwhile)."""
+        """Kafka's onExpireHeartbeat at `now_ms`: the members whose session (a new member's
+        NEW_MEMBER_JOIN_TIMEOUT_MS) passed without a heartbeat and who have no join or sync
+        of their own waiting (a new member's waiting join does not save it), removed; and the
+        pending member ids past their session timeout, forgotten. Returns the ids removed."""
         gone = [
             m.member_id
             for m in self.members.values()
-            if not (m.awaiting_join or m.awaiting_sync)
-            and now_ms - m.last_heartbeat_ms > m.session_timeout_ms
+            if now_ms - m.last_heartbeat_ms
+            > (NEW_MEMBER_JOIN_TIMEOUT_MS if m.is_new else m.session_timeout_ms)
+            and (m.is_new or not (m.awaiting_join or m.awaiting_sync))
         ]
         for member_id in gone:
             self._remove(member_id, now_ms)
-        return gone
+        lapsed = [p for p, deadline in self.pending.items() if now_ms > deadline]
+        for member_id in lapsed:
+            del self.pending[member_id]
+        return gone + lapsed
 
     def _remove(self, member_id: str, now_ms: int) -> None:
         del self.members[member_id]
@@ -277,8 +317,7 @@ class Group:
         self.proposed = None
         was_empty = self.state is GroupState.EMPTY
         self.state = GroupState.PREPARING_REBALANCE
-        for m in self.members.values():
-            m.awaiting_sync = False
+        self._answer_syncs(now_ms)  # REBALANCE_IN_PROGRESS (resetAndPropagateAssignmentError)
         timeout = max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
         if was_empty:
             self.gathering = True

@@ -4,7 +4,10 @@ Kafka source it follows:
 - an offset commit for a topic that does not exist is refused (KafkaApis.scala,
   handleOffsetCommitRequest; KafkaApisTest.testOffsetCommitWithInvalidPartition);
 - ListOffsets by timestamp finds the first record, not batch, at or after it (LogSegment.scala
-  findOffsetByTimestamp, FileRecords.searchForTimestamp)."""
+  findOffsetByTimestamp, FileRecords.searchForTimestamp);
+- a member gone from a group completes the JoinGroup it left waiting with UNKNOWN_MEMBER_ID,
+  and one that never sends its SyncGroup expires (GroupCoordinator.scala,
+  removeMemberAndUpdateGroup, onCompleteJoin's heartbeat schedule)."""
 
 from __future__ import annotations
 
@@ -14,11 +17,26 @@ from contextlib import closing
 from typing import Any
 
 import pytest
+from kafka.protocol.admin.groups import DescribeGroupsRequest, DescribeGroupsResponse
+from kafka.protocol.consumer.group import (
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kafka.protocol.metadata.find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
 
 from minibroker.core.errors import ErrorCode
+from minibroker.runtime.waiting import wait_until
 from tests.integration.conftest import Cluster, cluster_with_zk
 from tests.integration.kafka_wire import (
     create_topic,
+    kafka_address,
     kafka_bootstrap,
     read_frame,
     request_bytes,
@@ -99,3 +117,102 @@ def test_offsets_for_times_finds_the_record_not_its_batch(fc: Cluster) -> None:
         assert (got.offset, got.timestamp) == (1, 999_999_999_999)
         got = kc.offsets_for_times({tp: 1000})[tp]
         assert (got.offset, got.timestamp) == (0, 1234)
+
+
+# ---- groups -------------------------------------------------------------------------------------
+
+
+def coordinator(c: Cluster, group: str) -> tuple[str, int]:
+    def found() -> tuple[str, int] | None:
+        with socket.create_connection(kafka_address(c, 1), timeout=10) as s:
+            r = call(s, FindCoordinatorRequest(key=group, key_type=0), 1, FindCoordinatorResponse)
+        return (r.host, r.port) if r.error_code == 0 else None
+
+    return wait_until(found, timeout_s=DEADLINE_S, what=f"a coordinator for {group}")
+
+
+def join(s: socket.socket, group: str, member_id: str = "", send_only: bool = False) -> Any:
+    request = JoinGroupRequest(
+        group_id=group, session_timeout_ms=6000, rebalance_timeout_ms=60_000,
+        member_id=member_id, group_instance_id=None, protocol_type="consumer",
+        protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")],
+    )  # fmt: skip
+    if send_only:
+        s.sendall(request_bytes(request, 5))
+        return None
+    return call(s, request, 5, JoinGroupResponse)
+
+
+def member_id_for(s: socket.socket, group: str) -> str:
+    """KIP-394: the first JoinGroup hands out a member id (MEMBER_ID_REQUIRED)."""
+    first = join(s, group)
+    assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
+    return str(first.member_id)
+
+
+def group_state(c: Cluster, group: str) -> tuple[str, list[str]]:
+    with socket.create_connection(coordinator(c, group), timeout=10) as s:
+        (g,) = call(s, DescribeGroupsRequest(groups=[group]), 1, DescribeGroupsResponse).groups
+    return g.group_state, sorted(m.member_id for m in g.members)
+
+
+def test_a_waiting_join_is_answered_unknown_member_id_when_its_member_leaves(
+    fc: Cluster,
+) -> None:
+    """handleLeaveGroup → removeMemberAndUpdateGroup → maybeInvokeJoinCallback: the join a
+    member left waiting (here the group waits for its other member to rejoin) is answered at
+    once, not when the rebalance would have ended."""
+    group = "leaves-while-joining"
+    where = coordinator(fc, group)
+    with socket.create_connection(where, timeout=10) as first:
+        m = member_id_for(first, group)
+        formed = join(first, group, m)
+        assert (formed.error_code, formed.leader) == (0, m)
+        sync = SyncGroupRequest(
+            group_id=group, generation_id=formed.generation_id, member_id=m,
+            group_instance_id=None,
+            assignments=[SyncGroupRequest.SyncGroupRequestAssignment(member_id=m, assignment=b"")],
+        )  # fmt: skip
+        assert call(first, sync, 3, SyncGroupResponse).error_code == 0
+        with socket.create_connection(where, timeout=15) as second:
+            x = member_id_for(second, group)
+            join(second, group, x, send_only=True)  # waits for the first member to rejoin
+            wait_until(lambda: group_state(fc, group)[1] == sorted([m, x]), timeout_s=10,
+                       what="the second member in the group")  # fmt: skip
+            with socket.create_connection(where, timeout=10) as third:
+                leave = LeaveGroupRequest(
+                    group_id=group, members=[LeaveGroupRequest.MemberIdentity(member_id=x)]
+                )
+                left = call(third, leave, 3, LeaveGroupResponse)
+                assert [p.error_code for p in left.members] == [0]
+            answer = JoinGroupResponse.decode(read_frame(second), version=5, header=True,
+                                              framed=True)  # fmt: skip
+            assert answer.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_a_member_gone_before_its_sync_expires_and_the_group_empties(fc: Cluster) -> None:
+    """A consumer that joined and went away (closed, crashed) before its SyncGroup: Kafka runs
+    its session from its join's answer (onCompleteJoin schedules each member's heartbeat), so
+    it expires and the group becomes Empty; it must not stay CompletingRebalance for ever with
+    a member that is gone (DeleteGroups would refuse it as NON_EMPTY_GROUP)."""
+    from confluent_kafka import Consumer
+
+    group = "gone-before-sync"
+    create_topic(fc, "after-gone", partitions=1)
+    with socket.create_connection(coordinator(fc, group), timeout=10) as s:
+        x = member_id_for(s, group)
+        assert join(s, group, x).leader == x  # the only member: it leads, and goes
+    wait_until(lambda: group_state(fc, group) == ("Empty", []), timeout_s=30,
+               what="the member that never synced expired")  # fmt: skip
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap(fc), "group.id": group,
+                         "session.timeout.ms": 6000})  # fmt: skip
+    try:
+        consumer.subscribe(["after-gone"])
+
+        def assigned() -> list[Any]:
+            consumer.poll(0.1)
+            return list(consumer.assignment())
+
+        wait_until(assigned, timeout_s=DEADLINE_S, what="a new member given the partition")
+    finally:
+        consumer.close()
