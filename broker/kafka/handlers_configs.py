@@ -7,11 +7,14 @@ every broker applies them (broker.dynamic_config). As in Kafka: a broker resourc
 broker or be empty (the cluster-wide default); an unknown topic config is INVALID_CONFIG; a value
 that does not parse, or a broker config that cannot change at run time, is INVALID_REQUEST (the
 ConfigException wrapped in an InvalidRequestException, `PlaintextAdminIntegrationTest.
-checkInvalidAlterConfigs`); nothing is written for a resource that fails."""
+checkInvalidAlterConfigs`); altering a topic that does not exist is UNKNOWN_SERVER_ERROR with no
+message, as in 2.6 (AdminZkClient.validateTopicConfig's AdminOperationException; 2.7 answers
+UNKNOWN_TOPIC_OR_PARTITION); nothing is written for a resource that fails."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from kafka.protocol.admin.configs import (
@@ -34,6 +37,7 @@ from minibroker.core.config_def import ConfigType
 from minibroker.core.errors import ApiError, ErrorCode
 from minibroker.core.security.acl import AclOperation, ResourceType
 from minibroker.core.topic_config import TOPIC_CONFIGS, InvalidTopicConfigValue
+from minibroker.runtime import logging as slog
 from minibroker.runtime.properties import PROPERTY_BY_NAME
 from minibroker.runtime.settings import Settings
 from minibroker.runtime.zk_errors import ZkError
@@ -309,6 +313,15 @@ async def _alter(ctx: KafkaContext, kind: int, name: str, change: Any, validate_
             await asyncio.to_thread(config_zk.change_broker_config, store, broker_id, new, static)
         return None
     except ApiError as exc:
-        return exc
+        error = exc
     except ZkError as exc:
-        return ApiError(ErrorCode.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {exc}")
+        error = ApiError(ErrorCode.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {exc}")
+    if error.code is not ErrorCode.UNKNOWN_SERVER_ERROR:
+        return error
+    # AdminManager logs the failure and ApiError.fromThrowable answers UNKNOWN_SERVER_ERROR
+    # without a message, so as not to leak the broker's internals.
+    slog.event(
+        "alter_configs_failed", logging.WARNING, resource_type=kind, resource=name,
+        error=error.message,
+    )  # fmt: skip
+    return ApiError(ErrorCode.UNKNOWN_SERVER_ERROR, "")

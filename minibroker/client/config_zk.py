@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from minibroker.core.assignment import validate_topic_name
 from minibroker.core.broker_config import DEFAULT_ENTITY, validate_dynamic_broker_config
-from minibroker.core.errors import ApiError, ErrorCode
+from minibroker.core.errors import AdminOperationError
 from minibroker.core.topic_config import validate_topic_config
 from minibroker.core.zk_layout import (
     ConfigEntityChangeNotificationSequenceZNode,
@@ -52,9 +53,13 @@ def notify_change(zk: ZkStore, entity_path: str) -> str:
 
 
 def check_topic_alterable(zk: ZkStore, topic: str, config: Mapping[str, str]) -> None:
-    """AdminZkClient.validateTopicConfig: the topic exists and the config is LogConfig-valid."""
+    """Kafka 2.6's AdminZkClient.validateTopicConfig: a legal name (INVALID_TOPIC_EXCEPTION), a
+    topic that exists, else AdminOperationException, which Kafka 2.6's broker answers
+    UNKNOWN_SERVER_ERROR (2.7 made it UNKNOWN_TOPIC_OR_PARTITION), and a LogConfig-valid
+    config."""
+    validate_topic_name(topic)
     if zk.exists(TopicZNode.path(topic)) is None:
-        raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {topic} does not exist")
+        raise AdminOperationError(f'Topic "{topic}" does not exist.')
     validate_topic_config(config)
 
 

@@ -142,3 +142,14 @@ class ApiError(Exception):
         super().__init__(f"{code.name}: {message}")
         self.code = code
         self.message = message
+
+
+class AdminOperationError(ApiError):
+    """Kafka's AdminOperationException (kafka.admin): a ZooKeeper-side admin check that fails
+    without an ApiException of its own, such as Kafka 2.6's AdminZkClient.validateTopicConfig
+    on a topic that does not exist. A broker answers it UNKNOWN_SERVER_ERROR, and without its
+    message (ApiError.fromThrowable keeps none for that code); a command prints the message."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.UNKNOWN_SERVER_ERROR, message)
+        self.args = (message,)  # str(exc) is Kafka's message alone

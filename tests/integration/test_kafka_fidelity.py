@@ -7,7 +7,10 @@ Kafka source it follows:
   findOffsetByTimestamp, FileRecords.searchForTimestamp);
 - a member gone from a group completes the JoinGroup it left waiting with UNKNOWN_MEMBER_ID,
   and one that never sends its SyncGroup expires (GroupCoordinator.scala,
-  removeMemberAndUpdateGroup, onCompleteJoin's heartbeat schedule)."""
+  removeMemberAndUpdateGroup, onCompleteJoin's heartbeat schedule);
+- altering the configs of a topic that does not exist is UNKNOWN_SERVER_ERROR in 2.6
+  (AdminZkClient.validateTopicConfig's AdminOperationException; 2.7 made it
+  UNKNOWN_TOPIC_OR_PARTITION)."""
 
 from __future__ import annotations
 
@@ -216,3 +219,30 @@ def test_a_member_gone_before_its_sync_expires_and_the_group_empties(fc: Cluster
         wait_until(assigned, timeout_s=DEADLINE_S, what="a new member given the partition")
     finally:
         consumer.close()
+
+
+# ---- AlterConfigs -------------------------------------------------------------------------------
+
+
+def test_altering_a_topic_that_does_not_exist_is_kafka_2_6s_unknown_server_error(
+    fc: Cluster,
+) -> None:
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    create_topic(fc, "alterable", partitions=1)
+    with closing(KafkaAdminClient(bootstrap_servers=kafka_bootstrap(fc).split(","))) as admin:
+        for incremental in (True, False):  # IncrementalAlterConfigs, then AlterConfigs
+            results = {}
+            for name in ("no-such-topic", "alterable", "bad/name"):
+                resource = ConfigResource(ConfigResourceType.TOPIC, name, {"retention.ms": "9"})
+                got = admin.alter_configs([resource], raise_on_unknown=False,
+                                          incremental=incremental)  # fmt: skip
+                results[name] = got["topic"][name]
+            # ApiError.fromThrowable keeps no message for UNKNOWN_SERVER_ERROR.
+            assert results == {
+                "no-such-topic": "[Error -1] UnknownError: None",
+                "alterable": "OK",
+                "bad/name": results["bad/name"],
+            }, incremental
+            assert results["bad/name"].startswith("[Error 17] InvalidTopicError")
+    assert fc.zk.exists("/config/topics/no-such-topic") is None
