@@ -10,8 +10,8 @@ import random
 from collections.abc import Iterable
 
 from broker.replica_manager import ReplicaManager
-from minibroker.client import admin_zk
-from minibroker.core.errors import ApiError, ErrorCode
+from minibroker.client import auto_create_zk
+from minibroker.core.errors import ErrorCode
 from minibroker.core.types import INTERNAL_TOPICS
 from minibroker.runtime import logging as slog
 from minibroker.runtime.zk_errors import ZkError
@@ -25,30 +25,40 @@ async def maybe_create(
     """The error to answer for each topic this broker's metadata does not know:
     LEADER_NOT_AVAILABLE once created (or being created), UNKNOWN_TOPIC_OR_PARTITION when
     creation is not allowed, or the creation's own error (INVALID_TOPIC_EXCEPTION,
-    INVALID_REPLICATION_FACTOR, ...)."""
+    INVALID_REPLICATION_FACTOR, ...). Kafka answers after its ZooKeeper writes, not after the
+    controller has elected leaders; the batch's writes run in one thread off the loop, so the
+    broker serves everything else meanwhile."""
     known = set(rm.metadata.topics())
     out: dict[str, ErrorCode] = {}
     enabled = allowed and rm.settings.get_bool("auto.create.topics.enable")
+    wanted = []
     for topic in topics:
         if topic in known:
             continue
         if not enabled or topic in INTERNAL_TOPICS:  # internal ones: their coordinator's
             out[topic] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            continue
-        partitions = rm.settings.get_int("num.partitions")
-        replication = rm.settings.get_int("default.replication.factor")
-        try:
-            await asyncio.to_thread(
-                admin_zk.create_topic, rm.store, topic, partitions, replication, {}, _rng
-            )
+        else:
+            wanted.append(topic)
+    if not wanted:
+        return out
+    partitions = rm.settings.get_int("num.partitions")
+    replication = rm.settings.get_int("default.replication.factor")
+    try:
+        results = await asyncio.to_thread(
+            auto_create_zk.create_topics, rm.store, wanted, partitions, replication, _rng
+        )
+    except ZkError:
+        # Some may be created: the client asks again, and finds them or creates the rest.
+        return out | dict.fromkeys(wanted, ErrorCode.LEADER_NOT_AVAILABLE)
+    for topic, error in results.items():
+        if error is None:
             slog.event(
                 "topic_auto_created", topic=topic, partitions=partitions,
                 replication_factor=replication,
             )  # fmt: skip
             out[topic] = ErrorCode.LEADER_NOT_AVAILABLE
-        except ApiError as exc:
-            exists = exc.code is ErrorCode.TOPIC_ALREADY_EXISTS
-            out[topic] = ErrorCode.LEADER_NOT_AVAILABLE if exists else exc.code
-        except ZkError:
-            out[topic] = ErrorCode.LEADER_NOT_AVAILABLE  # try again: the client will
+        elif error.code is ErrorCode.TOPIC_ALREADY_EXISTS:  # possibly another broker's doing
+            out[topic] = ErrorCode.LEADER_NOT_AVAILABLE
+        else:
+            out[topic] = error.code
     return out

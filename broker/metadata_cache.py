@@ -110,3 +110,18 @@ class MetadataCache:
 
     def partitions_of(self, topic: str) -> list[tuple[TopicPartition, PartitionMetadata]]:
         return sorted((tp, s) for tp, s in self.partitions.items() if tp.topic == topic)
+
+    def partitions_by_topic(
+        self, topics: Iterable[str] | None = None
+    ) -> dict[str, list[tuple[TopicPartition, PartitionMetadata]]]:
+        """partitions_of for each of `topics` that has partitions (None: every topic), in one
+        pass over the cache: a Metadata request may name thousands of topics, and a pass each
+        would block the loop for seconds."""
+        wanted = None if topics is None else set(topics)
+        out: dict[str, list[tuple[TopicPartition, PartitionMetadata]]] = {}
+        for tp, state in self.partitions.items():
+            if wanted is None or tp.topic in wanted:
+                out.setdefault(tp.topic, []).append((tp, state))
+        for found in out.values():
+            found.sort(key=lambda entry: entry[0].partition)
+        return out

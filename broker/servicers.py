@@ -293,7 +293,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
             described = self.peers.topics_allowed(
                 context, AclOperation.DESCRIBE, set(wanted), log=bool(named)
             )
-            absent = {n for n in named if n in described and not cache.partitions_of(n)}
+            by_topic = cache.partitions_by_topic(described if named else None)
+            absent = {n for n in named if n in described and n not in by_topic}
             creatable = absent
             if absent and not self.peers.may_cluster(context, AclOperation.CREATE):
                 creatable = self.peers.topics_allowed(context, AclOperation.CREATE, absent)
@@ -305,7 +306,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):  # type: ignore[misc]
                     if named:
                         response.topics.add(name=topic, error_code=DENIED)
                     continue
-                partitions = cache.partitions_of(topic)
+                partitions = by_topic.get(topic, [])
                 t = response.topics.add(name=topic)
                 if not partitions:
                     missing = created.get(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

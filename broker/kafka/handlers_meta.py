@@ -55,7 +55,10 @@ async def handle_metadata(ctx: KafkaContext, request: Any, version: int) -> Any:
     # that names one is answered TOPIC_AUTHORIZATION_FAILED for it (KafkaApis).
     wanted = cache.topics() if names is None else names
     described = topics_allowed(ctx, AclOperation.DESCRIBE, wanted, log=names is not None)
-    missing = [n for n in names or [] if n in described and not cache.partitions_of(n)]
+    # The cache as the request found it: a topic created below is answered with its creation's
+    # error and no partitions, as KafkaApis.getTopicMetadata answers it.
+    by_topic = cache.partitions_by_topic(None if names is None else described)
+    missing = [n for n in names or [] if n in described and n not in by_topic]
     creatable = set(missing)
     if missing and not ctx.may_cluster(AclOperation.CREATE, log=False):
         creatable = topics_allowed(ctx, AclOperation.CREATE, missing)
@@ -66,7 +69,7 @@ async def handle_metadata(ctx: KafkaContext, request: Any, version: int) -> Any:
             if names is not None:
                 topics.append(_refused_topic(name))
             continue
-        partitions = cache.partitions_of(name)
+        partitions = by_topic.get(name, [])
         topic_error = (
             ErrorCode.NONE
             if partitions

@@ -187,30 +187,43 @@ def create_topic(
         validate_explicit_assignment(replica_assignment)
         assignment = TopicAssignment({p: tuple(r) for p, r in replica_assignment.items()})
     else:
-        broker_ids = sorted(live_brokers(zk))
-        n = max(1, len(broker_ids))
-        # Kafka's two random draws (AdminUtils.rand.nextInt(brokers)): where the leaders start,
-        # and the followers' first shift.
-        start_index, replica_shift = rng.randrange(n), rng.randrange(n)
-        assignment = TopicAssignment(
-            assign_replicas_to_brokers(
-                broker_ids,
-                partitions,
-                replication_factor,
-                start_index=start_index,
-                replica_shift=replica_shift,
-            )
-        )
-    if validate_only:
-        return assignment
-    # Config first: the controller reacts to the assignment and must find the overrides (e.g.
-    # unclean.leader.election.enable) in place. As in Kafka, the two writes are not atomic.
+        assignment = drawn_assignment(sorted(live_brokers(zk)), partitions, replication_factor, rng)
+    if not validate_only:
+        write_new_topic(zk, topic, assignment, config)
+    return assignment
+
+
+def write_new_topic(
+    zk: ZkStore, topic: str, assignment: TopicAssignment, config: Mapping[str, str]
+) -> None:
+    """AdminZkClient.createTopicWithAssignment's writes, TOPIC_ALREADY_EXISTS if the topic's
+    znode appeared meanwhile. Config first: the controller reacts to the assignment and must
+    find the overrides (e.g. unclean.leader.election.enable) in place. As in Kafka, the two
+    writes are not atomic."""
     _set_or_create(zk, ConfigEntityZNode.path("topics", topic), ConfigEntityZNode.encode(config))
     try:
         zk.create(TopicZNode.path(topic), TopicZNode.encode(assignment), makepath=True)
     except ZkNodeExists:
         raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.") from None
-    return assignment
+
+
+def drawn_assignment(
+    broker_ids: Sequence[int], partitions: int, replication_factor: int, rng: random.Random
+) -> TopicAssignment:
+    """AdminUtils.assignReplicasToBrokers over `broker_ids`, its random draws from `rng`."""
+    n = max(1, len(broker_ids))
+    # Kafka's two random draws (AdminUtils.rand.nextInt(brokers)): where the leaders start,
+    # and the followers' first shift.
+    start_index, replica_shift = rng.randrange(n), rng.randrange(n)
+    return TopicAssignment(
+        assign_replicas_to_brokers(
+            broker_ids,
+            partitions,
+            replication_factor,
+            start_index=start_index,
+            replica_shift=replica_shift,
+        )
+    )
 
 
 def validate_explicit_assignment(assignment: Mapping[int, Sequence[int]]) -> None:

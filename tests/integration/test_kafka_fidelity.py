@@ -10,11 +10,14 @@ Kafka source it follows:
   removeMemberAndUpdateGroup, onCompleteJoin's heartbeat schedule);
 - altering the configs of a topic that does not exist is UNKNOWN_SERVER_ERROR in 2.6
   (AdminZkClient.validateTopicConfig's AdminOperationException; 2.7 made it
-  UNKNOWN_TOPIC_OR_PARTITION)."""
+  UNKNOWN_TOPIC_OR_PARTITION);
+- a Metadata request naming many new topics creates them and answers LEADER_NOT_AVAILABLE for
+  each (KafkaApis.getTopicMetadata / createTopic) while the broker serves everything else."""
 
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Iterator
 from contextlib import closing
 from typing import Any
@@ -33,6 +36,7 @@ from kafka.protocol.metadata.find_coordinator import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
 )
+from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
 from minibroker.core.errors import ErrorCode
 from minibroker.runtime.waiting import wait_until
@@ -246,3 +250,59 @@ def test_altering_a_topic_that_does_not_exist_is_kafka_2_6s_unknown_server_error
             }, incremental
             assert results["bad/name"].startswith("[Error 17] InvalidTopicError")
     assert fc.zk.exists("/config/topics/no-such-topic") is None
+
+
+# ---- Metadata creating many topics -------------------------------------------------------------
+
+
+def metadata(s: socket.socket, topics: list[str], create: bool) -> Any:
+    request = MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+        allow_auto_topic_creation=create, include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )  # fmt: skip
+    return call(s, request, 8, MetadataResponse)
+
+
+def test_a_metadata_request_creating_many_topics_answers_each_and_the_broker_serves_on(
+    fc: Cluster,
+) -> None:
+    """Every named topic is created and answered LEADER_NOT_AVAILABLE with no partitions (Kafka
+    answers after its ZooKeeper writes, before any leader exists); meanwhile, and while the
+    controller sets them up, the broker answers other Metadata requests and acks=all produces.
+    Timings are not asserted (docs/notes.md has the measured figures)."""
+    from confluent_kafka import Producer
+
+    create_topic(fc, "busy", partitions=1)
+    names = [f"auto-{i}" for i in range(500)]
+    address = kafka_address(fc, 2)
+    answer: list[Any] = []
+
+    def create_all() -> None:
+        with socket.create_connection(address, timeout=DEADLINE_S) as s:
+            answer.append(metadata(s, names, create=True))
+
+    creator = threading.Thread(target=create_all)
+    creator.start()
+    producer = Producer({"bootstrap.servers": kafka_bootstrap(fc), "acks": "all"})
+    acked: list[int | None] = []
+    with socket.create_connection(address, timeout=DEADLINE_S) as s:
+        while creator.is_alive() or len(acked) < 20:
+            busy = metadata(s, ["busy"], create=False).topics
+            assert [(t.name, t.error_code) for t in busy] == [("busy", 0)]
+            producer.produce("busy", b"x", on_delivery=lambda e, m: acked.append(m.offset()))
+            producer.poll(0.05)
+        assert producer.flush(30) == 0 and len(acked) >= 20
+        creator.join()
+        (created,) = answer
+        assert {(t.error_code, len(t.partitions)) for t in created.topics} == {
+            (ErrorCode.LEADER_NOT_AVAILABLE, 0)
+        }
+        assert sorted(t.name for t in created.topics) == sorted(names)
+
+        def led() -> bool:
+            topics = metadata(s, names, create=False).topics
+            return all(t.error_code == 0 and t.partitions[0].leader_id >= 0 for t in topics)
+
+        wait_until(led, timeout_s=120, what="every created topic led", interval_s=0.5)
+    assert set(names) <= set(fc.zk.children("/brokers/topics"))

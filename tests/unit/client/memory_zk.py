@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import cast
 
 from minibroker.core.types import LeaderAndIsr, TopicPartition
 from minibroker.core.zk_layout import BrokerIdZNode, BrokerRegistration, TopicPartitionStateZNode
-from minibroker.runtime.zk_store import Stat, ZkNodeExists, ZkNoNode, ZkStore
+from minibroker.runtime.zk_client import WriteOp
+from minibroker.runtime.zk_store import Stat, ZkError, ZkNodeExists, ZkNoNode, ZkStore
 
 
 class MemoryZk:
@@ -49,6 +51,28 @@ class MemoryZk:
         self.nodes[path] = data
         self.writes.append(path)
         return path
+
+    def multi_many(self, batches: Iterable[Sequence[WriteOp]]) -> list[ZkError | None]:
+        """Each batch applied whole or not at all: the error of its first failing write."""
+        out: list[ZkError | None] = []
+        for batch in batches:
+            nodes, writes = dict(self.nodes), list(self.writes)
+            try:
+                for op in batch:
+                    if op.create:
+                        self.create(op.path, op.data)
+                    else:
+                        self.set(op.path, op.data)
+                out.append(None)
+            except ZkError as exc:
+                self.nodes, self.writes = nodes, writes
+                out.append(exc)
+        return out
+
+    def ensure_paths(self, paths: Iterable[str]) -> None:
+        for path in paths:
+            if path not in self.nodes:
+                self.create(path, makepath=True)
 
     def set(self, path: str, data: bytes, version: int = -1) -> Stat:
         if path not in self.nodes:
