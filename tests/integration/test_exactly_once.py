@@ -24,6 +24,7 @@ from minibroker.core.types import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from minibroker.runtime.waiting import wait_until
 from tests.integration.conftest import Cluster, cluster_with_zk
 from tests.integration.kafka_wire import create_topic, kafka_bootstrap, leader_of
+from tests.kafka_clients.reading import READER, read_to_end
 
 pytestmark = pytest.mark.integration
 
@@ -200,20 +201,13 @@ def read_committed(c: Cluster, topic: str) -> list[bytes]:
 
     consumer = Consumer(
         {"bootstrap.servers": kafka_bootstrap(c), "group.id": f"check-{uuid.uuid4().hex[:8]}",
-         "auto.offset.reset": "earliest", "isolation.level": "read_committed"}
+         "isolation.level": "read_committed", **READER}
     )  # fmt: skip
     consumer.subscribe([topic])
-    out: list[bytes] = []
-    idle = time.monotonic()
     try:
-        while time.monotonic() - idle < 4.0:
-            m = consumer.poll(0.5)
-            if m is not None and not m.error():
-                out.append(m.value() or b"")
-                idle = time.monotonic()
+        return [m.value() or b"" for m in read_to_end(consumer, 60.0)]
     finally:
         consumer.close()
-    return out
 
 
 def test_every_input_is_output_exactly_once_while_coordinators_and_leaders_die(

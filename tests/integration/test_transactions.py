@@ -10,7 +10,6 @@ of PlaintextConsumerTest."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +20,7 @@ from minibroker.core.types import TRANSACTION_STATE_TOPIC
 from minibroker.runtime.waiting import wait_until
 from tests.integration.conftest import Cluster, cluster_with_zk
 from tests.integration.kafka_wire import create_topic, kafka_bootstrap
+from tests.kafka_clients.reading import READER, read_to_end
 
 pytestmark = pytest.mark.integration
 
@@ -50,33 +50,20 @@ def producer(c: Cluster, tid: str, **extra: Any) -> Any:
     return p
 
 
-def read_all(c: Cluster, topic: str, isolation: str, *, idle_s: float = 3.0) -> list[bytes]:
-    """Every value of the topic a fresh consumer with `isolation` reads, until it is idle."""
+def read_all(c: Cluster, topic: str, isolation: str) -> list[bytes]:
+    """Every value of the topic a fresh consumer with `isolation` reads, to the topic's end
+    (the LSO for read_committed)."""
     from confluent_kafka import Consumer
 
     consumer = Consumer(
-        {
-            "bootstrap.servers": kafka_bootstrap(c),
-            "group.id": f"reader-{uuid.uuid4().hex[:8]}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "isolation.level": isolation,
-        }
-    )
+        {"bootstrap.servers": kafka_bootstrap(c), "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+         "isolation.level": isolation, **READER}
+    )  # fmt: skip
     consumer.subscribe([topic])
-    values: list[bytes] = []
-    idle_since = time.monotonic()
-    deadline = time.monotonic() + DEADLINE_S
     try:
-        while time.monotonic() - idle_since < idle_s and time.monotonic() < deadline:
-            m = consumer.poll(0.5)
-            if m is None or m.error():
-                continue
-            values.append(m.value() or b"")
-            idle_since = time.monotonic()
+        return [m.value() or b"" for m in read_to_end(consumer, DEADLINE_S)]
     finally:
         consumer.close()
-    return values
 
 
 def test_committed_transactions_appear_once_and_aborted_ones_never(tc: Cluster) -> None:
@@ -138,10 +125,10 @@ def test_an_open_transaction_past_its_timeout_is_aborted(tc: Cluster) -> None:
     other.commit_transaction(DEADLINE_S)
     # The LSO stays at the hung transaction until the coordinator aborts it.
     wait_until(
-        lambda: b"after-hung" in read_all(tc, "in", "read_committed", idle_s=1.0),
+        lambda: b"after-hung" in read_all(tc, "in", "read_committed"),
         timeout_s=DEADLINE_S, what="the hung transaction aborted by its timeout",
     )  # fmt: skip
-    assert b"hung-record" not in read_all(tc, "in", "read_committed", idle_s=1.0)
+    assert b"hung-record" not in read_all(tc, "in", "read_committed")
     assert any(e.get("event") == "txn_timed_out" for e in all_events(tc))
 
 
