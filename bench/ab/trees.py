@@ -4,9 +4,9 @@ ref's code is installed (its C extensions built from its own sources).
 
 When the working tree's venv holds every requirement the ref names (the same strings), A's
 venv reaches the working tree's installed packages through a path file instead of installing
-700 MB again; otherwise the ref's own `scripts/bootstrap.sh` sets it up in full. Either way the measuring code is the same
-on both sides: the working tree's `bench/` is copied over A's before every run, so only the
-system under test (broker, controller, client library) differs.
+700 MB again; otherwise the ref's own `scripts/bootstrap.sh` sets it up in full. Either way
+the measuring code is the same on both sides: the working tree's `bench/` is copied over A's
+before every run, so only the system under test (broker, controller, client library) differs.
 """
 
 from __future__ import annotations
