@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import logging
 import shutil
 from collections.abc import Callable
@@ -48,6 +49,7 @@ from minibroker.core.errors import ErrorCode
 from minibroker.core.types import TopicPartition
 from minibroker.runtime import logging as slog
 from minibroker.runtime.clock import monotonic_ms
+from minibroker.runtime.gc_tuning import HeapFreezer
 from minibroker.runtime.settings import Settings
 from minibroker.runtime.zk_store import ZkStore
 
@@ -102,6 +104,7 @@ class ReplicaManager:
         # does not forget them (Kafka keeps every log of the dir in its checkpoint).
         self.checkpointed_hw = load_checkpointed_high_watermarks(log_dir)
         self.hw_moved: set[TopicPartition] = set()
+        self.heap = HeapFreezer()  # full collections skip what many partitions left behind
         self.topic_configs = TopicConfigs(settings, broker_id)
         self.deletion = RecordDeletion(
             self.partitions, self.topic_configs, self.metadata.is_alive, self.on_partition_changed
@@ -286,6 +289,7 @@ class ReplicaManager:
         await self.opener.load_topic_configs({p.tp.topic for p in partitions})
         errors: dict[TopicPartition, ErrorCode] = {}
         accepted: list[LeaderAndIsrPartition] = []
+        hosted_before = len(self.partitions)
         for item in partitions:
             if self.broker_id not in item.state.replicas:
                 errors[item.tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -311,6 +315,10 @@ class ReplicaManager:
             for listener in self.leadership_listeners:
                 listener(item.tp, leader)
         self.first_leader_and_isr.set()
+        if self.heap.opened(len(self.partitions) - hosted_before):
+            slog.event(
+                "heap_frozen", partitions=len(self.partitions), objects=gc.get_freeze_count()
+            )
         return ErrorCode.NONE, errors
 
     def update_metadata(
@@ -363,4 +371,5 @@ class ReplicaManager:
                 self.logs.forget(item.tp)
             errors[item.tp] = ErrorCode.NONE
             slog.event("replica_stopped", tp=str(item.tp), deleted=item.delete)
+        self.heap.removed(sum(1 for e in errors.values() if e is ErrorCode.NONE))
         return ErrorCode.NONE, errors

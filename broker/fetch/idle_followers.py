@@ -35,8 +35,7 @@ def partitions_to_read(
         req = cached.request
         replica = cached.idle_replica
         if replica is not None and tp not in changed and tp not in named:
-            leo = cached.idle_leo
-            replica.update_fetch_state(leo, req.log_start_offset, fetch_time_ms, leo)
+            replica.fetched_at_end(fetch_time_ms)  # at cached.idle_leo, as last time
             continue
         cached.idle_replica = None
         hosted = None if tp in named else partitions.get(tp)

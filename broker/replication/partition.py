@@ -263,12 +263,11 @@ class Partition:
             )
         # Over the remote replicas directly: the isr-expiration task asks every led partition
         # each lag/2, and a set difference per partition cost an idle broker of 10,000 more.
-        out = [
-            b
-            for b, r in self.remote.items()
-            if r.is_out_of_sync(local_leo, now_ms, lag) and b in self.isr
-        ]
-        return frozenset(out) if out else _NONE
+        out = _NONE
+        for b, r in self.remote.items():
+            if r.is_out_of_sync(local_leo, now_ms, lag) and b in self.isr:
+                out = out | {b}
+        return out
 
     def maybe_shrink_isr(self, local_leo: int, now_ms: int) -> ProposeIsr | None:
         """The isr-expiration task's check, every replica.lag.time.max.ms / 2 (§3.1)."""

@@ -34,6 +34,15 @@ class RemoteReplica:
         self.last_fetch_leader_log_end_offset = leader_end_offset
         self.last_fetch_time_ms = fetch_time_ms
 
+    def fetched_at_end(self, fetch_time_ms: int) -> None:
+        """update_fetch_state(leo, log_start, fetch_time_ms, leo) for a replica already at the
+        leader's LEO, with that log start, after a fetch there (an idle fetch-session
+        partition, broker/fetch/idle_followers.py): only its times move. The leader's
+        fetches of 10,000 idle partitions call this for each."""
+        if fetch_time_ms > self.last_caught_up_time_ms:
+            self.last_caught_up_time_ms = fetch_time_ms
+        self.last_fetch_time_ms = fetch_time_ms
+
     def reset_last_caught_up_time(
         self, leader_end_offset: int, now_ms: int, last_caught_up_time_ms: int
     ) -> None:
