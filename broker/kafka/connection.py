@@ -1,5 +1,6 @@
-"""One Kafka client connection: frames in, one request at a time (Kafka mutes a connection
-until its answer is sent, so answers leave in request order), answers out.
+"""One Kafka client connection: frames in, answers out in request order (Kafka mutes a
+connection until its answer is sent); Produce requests overlap their replication waits
+(answers.py), every other request waits for the answers before it.
 
 A connection closes, with a `kafka_connection_closed` event saying why, on framing it cannot
 follow, a request that does not parse, an API or version this broker does not serve (Kafka
@@ -34,6 +35,7 @@ from broker.kafka import (
     handlers_meta,
     handlers_txn,
 )
+from broker.kafka.answers import OrderedAnswers
 from broker.kafka.context import KafkaContext
 from broker.kafka.errors import CloseConnection
 from broker.kafka.framing import FrameError, FrameReader
@@ -95,6 +97,15 @@ HANDLERS: dict[int, Handler] = {
 READ_CHUNK = 1 << 16
 
 
+def _is_produce(payload: bytes) -> bool:
+    """Whether the frame is a Produce (a frame too short to tell is answered in turn, which
+    closes the connection as before)."""
+    try:
+        return bool(peek_header(payload).api_key == ApiKey.Produce)
+    except MalformedRequest:
+        return False
+
+
 class KafkaConnection:
     def __init__(
         self,
@@ -118,6 +129,7 @@ class KafkaConnection:
 
     async def serve(self) -> None:
         reason = "the client closed the connection"
+        answers = OrderedAnswers(self._write, self.writer.close)
         try:
             while True:
                 try:
@@ -126,16 +138,29 @@ class KafkaConnection:
                 except TimeoutError:
                     reason = f"idle for connections.max.idle.ms ({self.idle_timeout_s:g} s)"
                     break
+                if answers.failure is not None:
+                    raise answers.failure
                 if not data:
                     break
-                for payload in self.frames.feed(data):
+                try:
+                    payloads = self.frames.feed(data)
+                except FrameError:
+                    await answers.all_written()  # the requests before it are answered first
+                    raise
+                for payload in payloads:
                     if self.gate is not None and not self.gate.complete:
+                        await answers.all_written()
                         answer = await self.authenticate(payload)
+                    elif _is_produce(payload):
+                        await answers.room()  # Produce overlaps earlier ones (answers.py)
+                        answers.start(self.answer(payload))
+                        continue
                     else:
+                        await answers.all_written()
                         answer = await self.answer(payload)
                     if answer is not None:
-                        self.writer.write(answer)
-                        await self.writer.drain()
+                        await self._write(answer)
+            await answers.all_written()
         except SaslClose as exc:
             reason = f"SASL: {exc}"
             if exc.answer is not None:
@@ -147,11 +172,16 @@ class KafkaConnection:
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
             reason = f"connection lost: {exc!r}"
         finally:
+            await answers.close()
             slog.event(
                 "kafka_connection_closed", logging.DEBUG, listener=self.ctx.listener,
                 peer=self.peer, reason=reason,
             )  # fmt: skip
             self.writer.close()
+
+    async def _write(self, answer: bytes) -> None:
+        self.writer.write(answer)
+        await self.writer.drain()
 
     async def authenticate(self, payload: bytes) -> bytes | None:
         """A frame before authentication, through the SASL gate."""
