@@ -10,4 +10,6 @@ echo "== ruff"
 echo "== mypy"
 .venv/bin/mypy
 echo "== pytest"
-exec .venv/bin/pytest "$@"
+# Two workers, one per core: the compose tests (waiting on containers and the image build) run
+# beside the rest (tests/parallel.py groups what must share a worker, longest first).
+exec .venv/bin/pytest -n 2 --dist loadgroup --no-loadscope-reorder "$@"

@@ -11,11 +11,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests import early_image_build
+from tests import early_image_build, parallel
 
 settings.register_profile(
     "minibroker",
@@ -51,8 +52,17 @@ def no_kafka_client_outlives_its_test() -> Iterator[None]:
     assert not left, f"Kafka client threads left running (close every client): {left}"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    early_image_build.start(config)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    early_image_build.order_and_start(config, items)
+    parallel.order(items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    return parallel.make_scheduler(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)

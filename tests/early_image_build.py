@@ -1,16 +1,14 @@
-"""The suite's order, and the compose images built while the first tests run.
+"""The compose images, built while the first tests run.
 
-Order: the tests that run in this process and assert nothing about time (unit, fuzz, sim)
-first, then those that start real processes, the compose tests last (their cluster and
-Spark containers then never sit beside a timing-sensitive test).
-
-On a machine whose Docker engine has no images yet, `deploy/build-images.sh` takes about five
+On a machine whose Docker engine has no images yet, `deploy/build-images.sh` takes five to ten
 minutes (root filesystems, the wheelhouse, four images), most of it waiting on the mirror,
-dpkg and pip rather than on both cores. When the session will run compose tests, it starts in
-the background as the session starts, beside the first group only: before the first test of
-the later groups, the session waits for it. The compose tests then run the walkthrough's own
+dpkg and pip rather than on the cores. When the session may run compose tests (its paths
+include them and an engine answers), the build starts as the session starts, in the one
+process that runs or distributes the tests (pytest-xdist's controller, not its workers), and
+writes its exit code to a file. Only a compose test waits for that file, before its first
+step; every other test runs beside the build. The compose tests then run the walkthrough's own
 `build` block as before, which finds everything cached (seconds); a failed early build shows
-there, with its error. A build still running when the session ends (interrupted) is stopped.
+there, with its error. A build still running when the session ends is stopped.
 """
 
 from __future__ import annotations
@@ -25,40 +23,32 @@ from pathlib import Path
 
 import pytest
 
+from minibroker.runtime.waiting import WaitTimeout, wait_until
+
 ROOT = Path(__file__).resolve().parents[1]
-FIRST = ("tests/unit/", "tests/fuzz/", "tests/sim/")
-LAST = ("tests/compose/", "tests/compose_secure/")  # the plain cluster, then the secure one
+COMPOSE = ("tests/compose/", "tests/compose_secure/")
 WAIT_LIMIT_S = 3600.0
+STATUS_ENV = "MINIBROKER_EARLY_BUILD_STATUS"  # the file its exit code is written to
 
 _build = pytest.StashKey["EarlyBuild"]()
+_waited: list[str] = []  # this process waited already (a line said so)
 
 
-def rank(nodeid: str) -> int:
-    if nodeid.startswith(FIRST):
-        return 0
-    return 2 if nodeid.startswith(LAST) else 1
+def is_compose(nodeid: str) -> bool:
+    return nodeid.startswith(COMPOSE)
 
 
 class EarlyBuild:
     def __init__(self) -> None:
-        self.log = Path(tempfile.mkstemp(prefix="minibroker-image-build-", suffix=".log")[1])
-        with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                ["bash", str(ROOT / "deploy" / "build-images.sh")],
-                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )  # fmt: skip
+        fd, log = tempfile.mkstemp(prefix="minibroker-image-build-", suffix=".log")
+        os.close(fd)
+        self.log = Path(log)
+        self.status = self.log.with_suffix(".status")
+        script = f'bash deploy/build-images.sh > "{self.log}" 2>&1; echo $? > "{self.status}"'
+        self.proc = subprocess.Popen(
+            ["bash", "-c", script], cwd=ROOT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
         self.started = time.monotonic()
-
-    def wait(self) -> str:
-        """Until the build ends; a line saying how it went."""
-        try:
-            code = self.proc.wait(timeout=WAIT_LIMIT_S)
-        except subprocess.TimeoutExpired:
-            self.stop()
-            code = -1
-        took = time.monotonic() - self.started
-        return f"images built early (deploy/build-images.sh): exit {code} after {took:.0f} s"
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -69,6 +59,7 @@ class EarlyBuild:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         self.log.unlink(missing_ok=True)
+        self.status.unlink(missing_ok=True)
 
 
 def docker_engine_reachable() -> bool:
@@ -81,24 +72,46 @@ def docker_engine_reachable() -> bool:
     return done.returncode == 0
 
 
-def order_and_start(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """pytest_collection_modifyitems: the order above (stable within a group, so modules and
-    their fixtures stay together); the early build if compose tests will run after others."""
-    items.sort(key=lambda item: rank(item.nodeid))
-    if config.option.collectonly or not items or rank(items[-1].nodeid) != 2:
+def _may_run_compose(config: pytest.Config) -> bool:
+    """Whether the session's paths reach the compose tests (a path of tests/compose*, or one
+    above them); -k and -m are not looked at (a build they make useless is only wasted)."""
+    for arg in config.args:
+        path = (Path(config.invocation_params.dir) / arg.split("::")[0]).resolve()
+        for compose in COMPOSE:
+            target = ROOT / compose
+            if path == target or target.is_relative_to(path) or path.is_relative_to(target):
+                return True
+    return False
+
+
+def start(config: pytest.Config) -> None:
+    """pytest_configure: in the controller (or a run without workers) start the build when the
+    session may run compose tests; the workers learn where its status goes from the
+    environment they inherit."""
+    if hasattr(config, "workerinput") or config.option.collectonly:
         return
-    if rank(items[0].nodeid) == 2 or not docker_engine_reachable():
+    if not _may_run_compose(config) or not docker_engine_reachable():
         return
-    config.stash[_build] = EarlyBuild()
+    build = EarlyBuild()
+    config.stash[_build] = build
+    os.environ[STATUS_ENV] = str(build.status)
 
 
 def wait_before(item: pytest.Item) -> None:
-    """pytest_runtest_setup: the first test after the first group waits for the build."""
-    build = item.config.stash.get(_build, None)
-    if build is None or rank(item.nodeid) == 0 or build.proc.returncode is not None:
+    """pytest_runtest_setup: a compose test waits for the build's exit code."""
+    status = os.environ.get(STATUS_ENV)
+    if not status or not is_compose(item.nodeid) or _waited:
         return
-    said = build.wait()
-    # Said on the terminal, not into the test's captured output.
+    started = time.monotonic()
+    path = Path(status)
+    try:
+        wait_until(path.exists, timeout_s=WAIT_LIMIT_S, what="the early image build", interval_s=1)
+        code = path.read_text().strip()
+    except WaitTimeout:
+        code = "not finished"
+    _waited.append(code)
+    took = time.monotonic() - started
+    said = f"images built early (deploy/build-images.sh): exit {code}; waited {took:.0f} s"
     reporter = item.config.pluginmanager.get_plugin("terminalreporter")
     capture = item.config.pluginmanager.get_plugin("capturemanager")
     if reporter is not None and capture is not None:

@@ -53,11 +53,20 @@ def _ports_below_ephemeral(count: int) -> list[int]:
     out: list[int] = []
     for i in range(span):
         port = first + (os.getpid() * 7919 + i) % span
+        if _published_by_compose(port):
+            continue
         if port_free(port):
             out.append(port)
             if len(out) == count:
                 return out
     return free_ports(count)
+
+
+def _published_by_compose(port: int) -> bool:
+    """A host port the compose cluster publishes (its nodes' gRPC and metrics ports): a
+    process-mode cluster planned while one runs, or before it starts, must leave them."""
+    return any(0 < port - base < 1000 for base in (topology.EXTERNAL_PORT_BASE,
+                                                   topology.METRICS_PORT_BASE))  # fmt: skip
 
 
 def port_free(port: int) -> bool:
