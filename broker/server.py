@@ -103,6 +103,9 @@ async def run_broker(settings: Settings) -> int:
     except (ListenerError, SecurityConfigError) as exc:
         slog.event("broker_failed", logging.ERROR, error=str(exc))
         return 1
+    # ZooKeeper's settings (zookeeper.set.acl needs a login) before any port is bound, as
+    # Kafka's KafkaServer.startup runs initZkClient before its SocketServer starts.
+    store = zk_store_for(settings)
 
     # One server per listener: a Metadata answer depends on the listener it came in on.
     servers: dict[str, grpc.aio.Server] = {}
@@ -151,7 +154,6 @@ async def run_broker(settings: Settings) -> int:
             rack=rack,
         )
 
-    store = zk_store_for(settings)
     stop = asyncio.Event()
     install_stop_signals(stop)
     health_updates: set[asyncio.Task[None]] = set()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: set up (if needed), then lint, type checks and the whole pytest suite
-# (unit tests, and integration tests against a real ZooKeeper and real processes).
+# (unit tests, and integration tests against a real ZooKeeper and real processes), in two
+# parts. Arguments, when given, go to one pytest run on two workers instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh --browser
@@ -9,7 +10,24 @@ echo "== ruff"
 .venv/bin/ruff format --check .
 echo "== mypy"
 .venv/bin/mypy
-echo "== pytest"
-# Two workers, one per core: the compose tests (waiting on containers and the image build) run
-# beside the rest (tests/parallel.py groups what must share a worker, longest first).
-exec .venv/bin/pytest -n 2 --dist loadgroup --no-loadscope-reorder "$@"
+# Two workers, one per core (tests/parallel.py: which tests share a worker, longest first).
+PYTEST=(.venv/bin/pytest -n 2 --dist loadgroup --no-loadscope-reorder)
+if [ $# -gt 0 ]; then
+    echo "== pytest $*"
+    exec "${PYTEST[@]}" "$@"
+fi
+COMPOSE=(tests/compose tests/compose_secure)
+# The compose images build (deploy/build-images.sh: minutes on an engine without them) beside
+# the first part; the compose tests wait for its exit code (tests/early_image_build.py).
+build_log=$(mktemp /tmp/minibroker-image-build-XXXXXX.log)
+export MINIBROKER_EARLY_BUILD_STATUS="$build_log.status"
+setsid bash -c "bash deploy/build-images.sh > '$build_log' 2>&1; echo \$? > '$build_log.status'" \
+    < /dev/null &
+build=$!
+trap 'kill -- -$build 2>/dev/null || true; rm -f "$build_log" "$build_log.status"' EXIT
+echo "== pytest: all but the compose tests, on two workers (images building: $build_log)"
+status=0
+"${PYTEST[@]}" --ignore=tests/compose --ignore=tests/compose_secure || status=$?
+echo "== pytest: the compose tests (on the Docker engine, alone: they time failovers)"
+.venv/bin/pytest "${COMPOSE[@]}" || status=$?
+exit $status

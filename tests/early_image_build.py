@@ -1,14 +1,16 @@
 """The compose images, built while the first tests run.
 
 On a machine whose Docker engine has no images yet, `deploy/build-images.sh` takes five to ten
-minutes (root filesystems, the wheelhouse, four images), most of it waiting on the mirror,
-dpkg and pip rather than on the cores. When the session may run compose tests (its paths
-include them and an engine answers), the build starts as the session starts, in the one
-process that runs or distributes the tests (pytest-xdist's controller, not its workers), and
-writes its exit code to a file. Only a compose test waits for that file, before its first
-step; every other test runs beside the build. The compose tests then run the walkthrough's own
-`build` block as before, which finds everything cached (seconds); a failed early build shows
-there, with its error. A build still running when the session ends is stopped.
+minutes alone (root filesystems, the wheelhouse, four images) and ~16 beside the tests, much
+of it waiting on the mirror, dpkg and pip. `scripts/test.sh` starts it before its first part
+and names the file its exit code goes to in MINIBROKER_EARLY_BUILD_STATUS. A pytest session
+started otherwise that may run compose tests (its paths include them and an engine answers)
+starts the build itself as it starts, in the one process that runs or distributes the tests
+(pytest-xdist's controller, not its workers). Only a compose test waits for the exit code,
+before its first step; every other test runs beside the build. The compose tests then run the
+walkthrough's own `build` block as before, which finds everything cached (seconds); a failed
+early build shows there, with its error. A build the session started and that is still
+running when it ends is stopped.
 """
 
 from __future__ import annotations
@@ -89,6 +91,8 @@ def start(config: pytest.Config) -> None:
     session may run compose tests; the workers learn where its status goes from the
     environment they inherit."""
     if hasattr(config, "workerinput") or config.option.collectonly:
+        return
+    if os.environ.get(STATUS_ENV):  # the caller's build (scripts/test.sh): wait for that one
         return
     if not _may_run_compose(config) or not docker_engine_reachable():
         return
