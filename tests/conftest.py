@@ -57,7 +57,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    parallel.order(items)
+    parallel.order(config, items)
 
 
 @pytest.hookimpl(optionalhook=True)

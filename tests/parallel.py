@@ -1,7 +1,10 @@
-"""How the suite runs on two pytest-xdist workers (`scripts/test.sh`: `-n 2 --dist loadgroup
---no-loadscope-reorder`): which tests must share a worker and in what order they are handed out.
-scripts/test.sh runs the compose tests after the rest, alone: beside Spark and process-mode
-clusters on two cores their failovers missed deadlines (3 of 11 failed in one such run).
+"""How the suite runs on pytest-xdist workers (`MINIBROKER_TEST_WORKERS=2 bash scripts/test.sh`:
+`-n 2 --dist loadgroup --no-loadscope-reorder`), and in what order it runs on one: which tests
+must share a worker and in what order they are handed out. scripts/test.sh runs the compose
+tests after the rest, alone: beside Spark and process-mode clusters on two cores their
+failovers missed deadlines (3 of 11 failed in one such run). Two workers are not CI's default:
+measured on a clean clone beside the image build, the rest took 38:51 on two workers against
+~44 min on one, and Spark runs on both workers at once missed their deadlines.
 
 Most tests that start processes spend their time waiting (session expiry, lag timers, a
 rebalance delay, compose health), so two workers share the two cores well. Every test module
@@ -13,9 +16,10 @@ The units are ours (`GroupScheduling`, through xdist's `pytest_xdist_make_schedu
 xdist's `xdist_group` marks: xdist 3.8 names a marked test's group by rewriting its node id,
 which pytest 9 no longer reads, so marked groups were silently split across workers.
 
-Order (longest first, so that no long unit starts last): the compose unit, then the modules
-that start processes, slowest known first, then the in-process tests (unit, fuzz, simulation).
-A unit's cost is its number of tests, or SLOW for the modules measured as the slowest
+Order (longest first, so that no long unit starts last): the compose unit (on one process
+last, while its images build), then the modules that start processes, slowest known first,
+then the in-process tests (unit, fuzz, simulation). A unit's cost is its number of tests, or
+SLOW for the modules measured as the slowest
 (docs/notes.md, Test suite timings).
 """
 
@@ -54,9 +58,9 @@ def unit_of(nodeid: str) -> str:
     return path
 
 
-def _rank(unit: str, tests: int) -> tuple[int, float]:
-    if unit == "docker":
-        return (0, 0.0)
+def _rank(unit: str, tests: int, workers: bool) -> tuple[int, float]:
+    if unit == "docker":  # on one process last: its images build meanwhile
+        return (0, 0.0) if workers else (3, 0.0)
     if unit.startswith(IN_PROCESS):
         return (2, 0.0)
     if unit == "spark":
@@ -64,9 +68,10 @@ def _rank(unit: str, tests: int) -> tuple[int, float]:
     return (1, -float(SLOW.get(unit, 10 * tests)))
 
 
-def order(items: list[pytest.Item]) -> None:
+def order(config: pytest.Config, items: list[pytest.Item]) -> None:
     """pytest_collection_modifyitems: units longest first, the in-process tests last, each
     unit's tests in their collected order (every worker collects, and orders, the same way)."""
+    workers = hasattr(config, "workerinput")
     counts: dict[str, int] = {}
     for item in items:
         unit = unit_of(item.nodeid)
@@ -78,7 +83,7 @@ def order(items: list[pytest.Item]) -> None:
 
     def key(item: pytest.Item) -> tuple[int, float, int, int]:
         unit = unit_of(item.nodeid)
-        return (*_rank(unit, counts[unit]), first[unit], position[item.nodeid])
+        return (*_rank(unit, counts[unit], workers), first[unit], position[item.nodeid])
 
     items.sort(key=key)
 

@@ -45,9 +45,11 @@ DEMO = Settings.load(profile="demo")
 SESSION_MS = DEMO.get_int("zookeeper.session.timeout.ms")
 LAG_MS = DEMO.get_int("replica.lag.time.max.ms")
 # A loaded 2-core machine: scheduling, fetch waits, the ZooKeeper tick. 1 s was once 0.22 s
-# short (8.22 s to a new leader) with a unit suite running beside the cluster; 2 s still fails
-# a failover that waited for anything but the session's expiry (another 6 s).
-SLACK_MS = 2000
+# short (8.22 s to a new leader) with a unit suite running beside the cluster, and 2 s was
+# 0.29 s short in a clean clone's run on a busy day (2026-11-28, 9.29 s). 4 s still fails a
+# failover that waited for anything but the session's expiry (another 6 s).
+SLACK_MS = 4000
+EARLY_MS = 2000  # how early a shrink may come (the lag measured from an earlier fetch)
 
 
 mb = engine.mb
@@ -132,7 +134,7 @@ def test_the_walkthrough_survives_every_fault(
         at = step("pause")
         shrink = expect(at, "a leader drops broker 3 from the ISR", changed("isr_shrink", 3))
         took = shrink["ts"] - at
-        assert LAG_MS - SLACK_MS <= took <= LAG_MS * 1.5 + SLACK_MS, render(steps)
+        assert LAG_MS - EARLY_MS <= took <= LAG_MS * 1.5 + SLACK_MS, render(steps)
         at = step("unpause")
         expect(at, "broker 3 back in the ISR", lambda e: changed("isr_expand", 3)(e)
                and e["tp"] == shrink["tp"])  # fmt: skip

@@ -112,19 +112,23 @@ def test_a_long_run_with_short_retention_keeps_disks_bounded_and_loses_nothing_r
         # below its leader's log start (follower_out_of_range) and starts over there. The
         # leader deletes a segment only once its newest record passed retention, so on a slow
         # run the follower's log end can still be in range when it comes back (seen in CI:
-        # leader's log start 2654, the follower's end 2721): then it must have simply
-        # fetched on from its log end, which the leader's start moved past afterwards.
+        # leader's log start 2654, the follower's end 2721): then it must have simply fetched
+        # on from its log end. The leader's log start when the follower reopened its log is
+        # the one its leaders' last deletion before then set (the follower's own first
+        # move "from the leader" can come much later: its own retention moved it first).
         events = c.log_events(f"broker-{victim}")
         reopened = [e for e in events if e["event"] == "log_opened" and e.get("tp") == "soak-0"]
         out_of_range = any(e["event"] == "follower_out_of_range" and e.get("tp") == "soak-0"
                            for e in events)  # fmt: skip
-        leader_start = next(
-            (e["log_start_offset"] for e in events
-             if e["event"] == "log_start_offset_moved" and e.get("tp") == "soak-0"
-             and e.get("cause") == "leader" and e["ts"] >= reopened[-1]["ts"]),
-            None,
+        deletions = sorted(
+            (e["ts"], e["log_start_offset"])
+            for b in (1, 2, 3) if b != victim
+            for e in c.log_events(f"broker-{b}")
+            if e["event"] == "segments_deleted" and e.get("tp") == "soak-0"
+            and e.get("role") == "leader" and e["ts"] <= reopened[-1]["ts"]
         )  # fmt: skip
-        in_range = leader_start is not None and leader_start <= reopened[-1]["log_end_offset"]
+        leader_start = deletions[-1][1] if deletions else 0
+        in_range = leader_start <= reopened[-1]["log_end_offset"]
         assert out_of_range or in_range, (reopened[-1], leader_start)
 
 
