@@ -24,7 +24,8 @@ if [ $# -gt 0 ]; then
 fi
 COMPOSE=(tests/compose tests/compose_secure)
 # The compose images build (deploy/build-images.sh: minutes on an engine without them) beside
-# the first part; the compose tests wait for its exit code (tests/early_image_build.py).
+# the first part's unit, fuzz and simulation tests; the first test that starts processes waits
+# for its exit code (tests/early_image_build.py).
 build_log=$(mktemp /tmp/minibroker-image-build-XXXXXX.log)
 export MINIBROKER_EARLY_BUILD_STATUS="$build_log.status"
 setsid bash -c "bash deploy/build-images.sh > '$build_log' 2>&1; echo \$? > '$build_log.status'" \

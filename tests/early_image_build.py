@@ -6,8 +6,10 @@ of it waiting on the mirror, dpkg and pip. `scripts/test.sh` starts it before it
 and names the file its exit code goes to in MINIBROKER_EARLY_BUILD_STATUS. A pytest session
 started otherwise that may run compose tests (its paths include them and an engine answers)
 starts the build itself as it starts, in the one process that runs or distributes the tests
-(pytest-xdist's controller, not its workers). Only a compose test waits for the exit code,
-before its first step; every other test runs beside the build. The compose tests then run the
+(pytest-xdist's controller, not its workers). On one process the unit, fuzz and simulation
+tests run first, beside the build, and the first test that starts processes waits for its
+exit code (timing-sensitive tests beside the build missed deadlines: docs/notes.md); on xdist's
+workers only a compose test waits. The compose tests then run the
 walkthrough's own `build` block as before, which finds everything cached (seconds); a failed
 early build shows there, with its error. A build the session started and that is still
 running when it ends is stopped.
@@ -29,6 +31,7 @@ from minibroker.runtime.waiting import WaitTimeout, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ("tests/compose/", "tests/compose_secure/")
+IN_PROCESS = ("tests/unit/", "tests/fuzz/", "tests/sim/")  # they start no process
 WAIT_LIMIT_S = 3600.0
 STATUS_ENV = "MINIBROKER_EARLY_BUILD_STATUS"  # the file its exit code is written to
 
@@ -101,10 +104,19 @@ def start(config: pytest.Config) -> None:
     os.environ[STATUS_ENV] = str(build.status)
 
 
+def must_wait(item: pytest.Item) -> bool:
+    """On one process, the first test that starts processes (the in-process tests run beside
+    the build; a timing-sensitive test beside it missed deadlines); on xdist's workers, where
+    waiting would idle a worker, the first compose test."""
+    if hasattr(item.config, "workerinput"):
+        return is_compose(item.nodeid)
+    return not item.nodeid.startswith(IN_PROCESS)
+
+
 def wait_before(item: pytest.Item) -> None:
-    """pytest_runtest_setup: a compose test waits for the build's exit code."""
+    """pytest_runtest_setup: the build's exit code, before the first test that must wait."""
     status = os.environ.get(STATUS_ENV)
-    if not status or not is_compose(item.nodeid) or _waited:
+    if not status or _waited or not must_wait(item):
         return
     started = time.monotonic()
     path = Path(status)

@@ -16,11 +16,11 @@ The units are ours (`GroupScheduling`, through xdist's `pytest_xdist_make_schedu
 xdist's `xdist_group` marks: xdist 3.8 names a marked test's group by rewriting its node id,
 which pytest 9 no longer reads, so marked groups were silently split across workers.
 
-Order (longest first, so that no long unit starts last): the compose unit (on one process
-last, while its images build), then the modules that start processes, slowest known first,
-then the in-process tests (unit, fuzz, simulation). A unit's cost is its number of tests, or
-SLOW for the modules measured as the slowest
-(docs/notes.md, Test suite timings).
+Order (longest first, so that no long unit starts last): on workers the compose unit, then
+the modules that start processes, slowest known first, then the in-process tests (unit, fuzz,
+simulation); on one process the in-process tests first (beside the image build), then the
+modules that start processes, the compose tests last. A unit's cost is its number of tests,
+or SLOW for the modules measured as the slowest (docs/notes.md, Test suite timings).
 """
 
 from __future__ import annotations
@@ -30,9 +30,8 @@ from typing import Any
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
-from tests.early_image_build import is_compose
+from tests.early_image_build import IN_PROCESS, is_compose
 
-IN_PROCESS = ("tests/unit/", "tests/fuzz/", "tests/sim/")
 SPARK = ("tests/integration/test_datasource.py", "tests/integration/test_loadgen.py")
 # Modules measured among the slowest (seconds of wall time for the whole module).
 SLOW = {
@@ -61,8 +60,8 @@ def unit_of(nodeid: str) -> str:
 def _rank(unit: str, tests: int, workers: bool) -> tuple[int, float]:
     if unit == "docker":  # on one process last: its images build meanwhile
         return (0, 0.0) if workers else (3, 0.0)
-    if unit.startswith(IN_PROCESS):
-        return (2, 0.0)
+    if unit.startswith(IN_PROCESS):  # on one process first, beside the image build
+        return (2, 0.0) if workers else (0, 0.0)
     if unit == "spark":
         return (1, -float(sum(SLOW.get(p, 60) for p in SPARK)))
     return (1, -float(SLOW.get(unit, 10 * tests)))
