@@ -13,6 +13,11 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+# The JVM of a load run lives for seconds to minutes and spends most of its CPU compiling and
+# collecting: the client compiler alone (C1, no C2) and the serial collector took a 10,000-
+# record run from ~56 to ~36 CPU-seconds and 35 to 28 s (200,000 records: 109 -> 95 CPU-s, the
+# same time); docs/notes.md, Spark.
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def master_cores(master: str) -> int:
@@ -43,7 +48,11 @@ def spark_session(app_name: str, master: str = "local[*]") -> SparkSession:
         .config("spark.ui.showConsoleProgress", "false")
         # A handful of shuffle partitions: the verification joins are small and local.
         .config("spark.sql.shuffle.partitions", str(max(2, master_cores(master))))
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}")
+        .config(
+            "spark.driver.extraJavaOptions",
+            f"-Dlog4j2.configurationFile=file:{LOG_CONFIG} {JVM_OPTIONS}",
+        )
+        .config("spark.executor.extraJavaOptions", JVM_OPTIONS)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

@@ -1,10 +1,11 @@
-"""How the suite runs on pytest-xdist workers (`MINIBROKER_TEST_WORKERS=2 bash scripts/test.sh`:
-`-n 2 --dist loadgroup --no-loadscope-reorder`), and in what order it runs on one: which tests
-must share a worker and in what order they are handed out. scripts/test.sh runs the compose
-tests after the rest, alone: beside Spark and process-mode clusters on two cores their
-failovers missed deadlines (3 of 11 failed in one such run). Two workers are not CI's default:
-measured on a clean clone beside the image build, the rest took 38:51 on two workers against
-~44 min on one, and Spark runs on both workers at once missed their deadlines.
+"""How the suite runs on pytest-xdist workers (`bash scripts/test.sh`: `-n 2 --dist loadgroup
+--no-loadscope-reorder`; MINIBROKER_TEST_WORKERS=1 for one process), and in what order it runs on
+one: which tests must share a worker and in what order they are handed out. scripts/test.sh
+runs the compose tests after the rest, alone: beside Spark and process-mode clusters on two
+cores their failovers missed deadlines (3 of 11 failed in one such run). Measured on a clean
+clone (docs/notes.md, Test suite timings): the rest took 19:18 on two workers against 30:51 on
+one (the Spark modules one unit; an earlier try with them on both workers at once, beside the
+image build, missed Spark's deadlines).
 
 Most tests that start processes spend their time waiting (session expiry, lag timers, a
 rebalance delay, compose health), so two workers share the two cores well. Every test module
@@ -32,7 +33,13 @@ from xdist.scheduler import LoadScopeScheduling
 
 from tests.early_image_build import IN_PROCESS, is_compose
 
-SPARK = ("tests/integration/test_datasource.py", "tests/integration/test_loadgen.py")
+# The modules that run PySpark (one ~400 MB JVM at a time): one unit, on one worker.
+SPARK = (
+    "tests/integration/test_datasource.py",
+    "tests/integration/test_loadgen.py",
+    "tests/integration/test_retention_soak.py",
+    "tests/integration/test_security.py",
+)
 # Modules measured among the slowest (seconds of wall time for the whole module).
 SLOW = {
     "tests/scenarios/test_scenarios.py": 600,

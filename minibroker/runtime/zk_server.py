@@ -83,6 +83,7 @@ def command(install: ZooKeeperInstall, cfg: Path, log_dir: Path) -> list[str]:
         install.java,
         "-Xmx256m",
         "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
         "-Dzookeeper.root.logger=INFO,CONSOLE",
         f"-Dzookeeper.log.dir={log_dir.resolve()}",
         "-cp",
