@@ -1,9 +1,10 @@
 """The compose images, built while the first tests run.
 
 On a machine whose Docker engine has no images yet, `deploy/build-images.sh` takes five to ten
-minutes alone (root filesystems, the wheelhouse, four images) and ~16 beside the tests, much
-of it waiting on the mirror, dpkg and pip. `scripts/test.sh` starts it before its first part
-and names the file its exit code goes to in MINIBROKER_EARLY_BUILD_STATUS. A pytest session
+minutes alone (root filesystems, the wheelhouse, four images) and ~14 beside the tests at
+nice 19, much of it waiting on the mirror, dpkg and pip. `scripts/test.sh` starts it before
+its first part and names the file its exit code goes to in MINIBROKER_EARLY_BUILD_STATUS (at
+the lowest CPU priority: the tests beside it come first). A pytest session
 started otherwise that may run compose tests (its paths include them and an engine answers)
 starts the build itself as it starts, in the one process that runs or distributes the tests
 (pytest-xdist's controller, not its workers). On one process the unit, fuzz and simulation
@@ -51,7 +52,10 @@ class EarlyBuild:
         self.status = self.log.with_suffix(".status")
         script = f'bash deploy/build-images.sh > "{self.log}" 2>&1; echo $? > "{self.status}"'
         self.proc = subprocess.Popen(
-            ["bash", "-c", script], cwd=ROOT, stdin=subprocess.DEVNULL, start_new_session=True
+            ["nice", "-n", "19", "bash", "-c", script],
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
         self.started = time.monotonic()
 

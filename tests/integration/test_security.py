@@ -405,7 +405,7 @@ def test_the_load_generator_verifies_every_record_on_the_secure_cluster(
          "--partitions", "2", "--replication-factor", "2", "--min-insync", "1",
          "--out", str(out), "--fault", "at=1s kill leader:lg-secure-0",
          "--protocol", "kafka"],
-        capture_output=True, text=True, timeout=300, check=False, stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=600, check=False, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     report = json.loads((out / "report.json").read_text())
