@@ -6,7 +6,6 @@ import argparse
 import importlib
 import os
 import sys
-from typing import Any
 
 # The subcommands, one module each (minibroker/cli/NAME.py), in `minibroker --help`'s order.
 # A command line that names one imports only that module: the others' imports (the dashboard's
@@ -118,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         from minibroker.cli import loadgen
 
         return loadgen.run(argv[1:])
-    args: Any = build_parser(argv[0] if argv[:1] and argv[0] in COMMANDS else None).parse_args(argv)
+    only = argv[0] if argv[:1] and argv[0] in COMMANDS else None
+    args = build_parser(only).parse_args(argv)
     try:
         configure_security(args)
         code: int = args.func(args)

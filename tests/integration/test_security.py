@@ -355,7 +355,6 @@ def test_unauthenticated_zookeeper_writes_are_refused(sc: Cluster) -> None:
 def test_transactions_need_write_on_the_transactional_id(sc: Cluster) -> None:
     """KafkaApis: InitProducerId, AddPartitionsToTxn, EndTxn and a transactional Produce need
     WRITE on the TransactionalId; without it TRANSACTIONAL_ID_AUTHORIZATION_FAILED (fatal)."""
-
     create_topic(sc, "txn-acl")
     gina = add_user(sc, "gina")
     sc.cli("acls", "add", "--allow-principal", "User:gina", "--producer", "--topic", "txn-acl")
