@@ -9,7 +9,8 @@ there, and only after checking that the PID still runs the command we started.
 from __future__ import annotations
 
 from minibroker.localcluster.locate import ClusterStatus, status, zk_session
-from minibroker.localcluster.plan import free_ports, plan, port_free
+from minibroker.localcluster.plan import plan
+from minibroker.localcluster.ports import free_ports, port_free
 from minibroker.localcluster.processes import is_alive, log_tail, process_state
 from minibroker.localcluster.state import (
     CONTROLLER_ID_BASE,

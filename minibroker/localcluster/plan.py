@@ -3,8 +3,6 @@ minibroker/topology.py), and the fault proxy's links when asked for."""
 
 from __future__ import annotations
 
-import os
-import socket
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -12,6 +10,7 @@ from pathlib import Path
 from minibroker import topology
 from minibroker.faultproxy.model import LinkSpec
 from minibroker.localcluster import secure as secure_mode
+from minibroker.localcluster.ports import free_ports
 from minibroker.localcluster.state import (
     CONTROLLER_ID_BASE,
     DASHBOARD,
@@ -24,58 +23,6 @@ from minibroker.localcluster.state import (
 )
 from minibroker.runtime import zk_server
 from minibroker.runtime.settings import Settings
-
-
-def free_ports(count: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind((HOST, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _ports_below_ephemeral(count: int) -> list[int]:
-    """`count` free ports just below the kernel's ephemeral range. A proxied cluster reserves
-    some 60 ports a second or two before its processes bind them; in the ephemeral range any
-    process's connect() or bind(0) may take one meanwhile, below it none does. The scan starts
-    at an offset of our pid, so plans made at the same time rarely meet."""
-    try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return free_ports(count)
-    first = max(1024, low - 10_000)
-    span = low - first
-    out: list[int] = []
-    for i in range(span):
-        port = first + (os.getpid() * 7919 + i) % span
-        if _published_by_compose(port):
-            continue
-        if port_free(port):
-            out.append(port)
-            if len(out) == count:
-                return out
-    return free_ports(count)
-
-
-def _published_by_compose(port: int) -> bool:
-    """A host port the compose cluster publishes (its nodes' gRPC and metrics ports): a
-    process-mode cluster planned while one runs, or before it starts, must leave them."""
-    return any(0 < port - base < 1000 for base in (topology.EXTERNAL_PORT_BASE,
-                                                   topology.METRICS_PORT_BASE))  # fmt: skip
-
-
-def port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind((HOST, port))
-        except OSError:
-            return False
-    return True
 
 
 def _program_cmd(
@@ -119,7 +66,7 @@ def plan(
         raise ClusterError("--secure and --proxy cannot be combined yet")
     count = 2 + 2 * (brokers + controllers) + brokers * (3 if secure else 1)
     count += len(links) + listeners
-    free = iter(_ports_below_ephemeral(count) if proxy else free_ports(count))
+    free = iter(free_ports(count))
     zk_port = zk_port or next(free)
     state = ClusterState(dir=str(d), zk_connect=f"{HOST}:{zk_port}", profile=profile, secure=secure)
     state.overrides = list(overrides)

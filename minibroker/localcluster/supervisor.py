@@ -16,7 +16,8 @@ from minibroker.core.zk_layout import BrokerIdsZNode
 from minibroker.faultproxy.model import LinkSpec
 from minibroker.localcluster import secure as secure_mode
 from minibroker.localcluster.locate import _children_or_empty, zk_session
-from minibroker.localcluster.plan import plan, port_free
+from minibroker.localcluster.plan import plan
+from minibroker.localcluster.ports import port_free
 from minibroker.localcluster.processes import (
     _launch,
     _signal,

@@ -81,8 +81,15 @@ def test_incremental_alter_configs_reach_zookeeper_and_every_broker(oc: Cluster)
     changes = sorted(oc.zk.children("/config/changes"))
     last, _ = oc.zk.get(f"/config/changes/{changes[-1]}")
     assert json.loads(last or b"{}") == {"version": 2, "entity_path": "topics/conf"}
-    events = [e for e in oc.log_events("broker-1") if e["event"] == "config_changed"]
-    assert any(e.get("entity_name") == "conf" for e in events)
+    wait_until(  # each broker reads the change notification in its own time (asynchronous,
+        # as Kafka's ZkConfigManager's watch on /config/changes)
+        lambda: any(
+            e["event"] == "config_changed" and e.get("entity_name") == "conf"
+            for e in oc.log_events("broker-1")
+        ),
+        timeout_s=20,
+        what="broker-1's config_changed event for topic conf",
+    )
 
 
 def test_raising_min_insync_replicas_judges_the_next_acks_all_produce(oc: Cluster) -> None:
