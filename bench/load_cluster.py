@@ -4,6 +4,7 @@ led, and the brokers' own request counters read from their Prometheus metrics.""
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import tempfile
 import time
@@ -147,3 +148,29 @@ async def wait_replicated(
             raise TimeoutError(f"the followers of {topic} did not catch up in {timeout_s:g} s")
         await asyncio.sleep(0.02)
     return time.perf_counter() - started
+
+
+def release_page_cache(cluster: Cluster) -> int:
+    """Write back every file of the cluster and drop it from the page cache (bytes released):
+    a half-load case then writes into pages the earlier cases freed, not into guest memory
+    the VM touches for the first time. On these machines a peak's ~1.3 GB left in the page
+    cache made the next case's writes cost 2.5x the system CPU and its p99 4x; `sync` alone
+    did not help, releasing those pages did (bench/profiles/kafka-half-load.md §5). The
+    brokers and their files are untouched; only the kernel's copy in memory goes."""
+    released = 0
+    for path in Path(cluster.state.dir).rglob("*"):
+        if not path.is_file() or path.is_symlink():
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue  # gone meanwhile (a rolled index, a ZooKeeper snapshot)
+        try:
+            os.fsync(fd)  # dirty pages cannot be dropped
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            released += os.fstat(fd).st_size
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return released

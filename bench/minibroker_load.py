@@ -44,6 +44,7 @@ from bench.load_cluster import (
     TOPIC,
     Cluster,
     add_topic,
+    release_page_cache,
     request_counts,
     running_cluster,
     wait_replicated,
@@ -109,6 +110,7 @@ async def pre_built(
         )  # fmt: skip
         # Half of the rate the cluster sustains replicated: above it (acks=1 at the leaders'
         # own peak) the followers fall further behind for as long as it lasts.
+        await asyncio.to_thread(release_page_cache, cluster)  # the peak's pages
         meter.start()
         rate = messages / replicated_s / 2
         messages, latencies, elapsed = await open_loop(targets, seconds, rate)
@@ -284,6 +286,7 @@ def run(
                         add(peak)
                         if acks == -1:
                             half = peak.records_per_s / 2
+                            release_page_cache(cluster)  # what the cases before wrote
                             add(
                                 asyncio.run(
                                     client_built(cluster, acks, record_bytes, seconds, half, config)
@@ -315,6 +318,7 @@ def kafka_rows(
                 rows.append(peak)
                 if acks == -1:
                     half = peak.records_per_s / 2
+                    release_page_cache(cluster)  # what the cases before wrote
                     rows.append(confluent_built(cluster, acks, record_bytes, seconds, half))
     except MissingDependency as e:
         print(f"Kafka-protocol rows skipped: {e}", flush=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bench.common import Result, Section, md_table
 from bench.kafka_clients import confluent_built
-from bench.load_cluster import Cluster, running_cluster
+from bench.load_cluster import Cluster, release_page_cache, running_cluster
 from minibroker.localcluster.secure import ADMIN_SSL_CONFIG
 from minibroker.security.client_config import read_properties
 
@@ -33,6 +33,7 @@ def _runs(cluster: Cluster, name: str, config: dict[str, str], tls: bool, second
                                config=config, mode=name)  # fmt: skip
         out.append(peak)
         rate = half_of.setdefault(size, peak.records / peak.seconds) / 2
+        release_page_cache(cluster)  # the peak's pages (load_cluster.release_page_cache)
         out.append(confluent_built(cluster, -1, size, seconds, rate,
                                    bootstrap=_bootstrap(cluster, tls), config=config,
                                    mode=name))  # fmt: skip

@@ -6,7 +6,9 @@ programs, measures, and returns named figures with the direction that is better.
   leaderships took to move (bench scale's probes).
 - `load`: the gRPC path, acks=all, 100 B: pre-built batches of 100 (the brokers' capacity) and
   the Producer with Kafka's defaults, peak and half load (bench load's cases).
-- `kafka`: confluent-kafka on the KAFKA listeners, acks=all, 100 B and 1 KiB, peak and half.
+- `kafka`: confluent-kafka on the KAFKA listeners, acks=all, 100 B and 1 KiB, peak and half
+  (half: once right after the peak, then with the peak's pages released from the page cache,
+  as every half-load case of the benchmarks runs: bench/profiles/kafka-half-load.md §5).
 - `failover`: the demo profile's leader SIGKILL broken down step by step (bench failover).
 - `dashboard`: the dashboard process's idle CPU and RSS with a page open on 1,000 partitions,
   and the delay of an ISR change to the page (bench dashboard).
@@ -76,7 +78,7 @@ def _result_figures(out: dict[str, Figure], name: str, r: Result, rate: bool = T
 
 def load(seconds: float = 5.0) -> dict[str, Figure]:
     from bench import minibroker_load as mb
-    from bench.load_cluster import running_cluster
+    from bench.load_cluster import release_page_cache, running_cluster
 
     out: dict[str, Figure] = {}
     with running_cluster() as cluster:
@@ -85,6 +87,7 @@ def load(seconds: float = 5.0) -> dict[str, Figure]:
         _result_figures(out, "grpc.prebuilt.acks_all.100B.half", half, rate=False)
         client_peak = asyncio.run(mb.client_built(cluster, -1, 100, seconds))
         _result_figures(out, "grpc.producer.acks_all.100B.peak", client_peak)
+        release_page_cache(cluster)
         client_half = asyncio.run(
             mb.client_built(cluster, -1, 100, seconds, client_peak.records_per_s / 2)
         )
@@ -94,14 +97,18 @@ def load(seconds: float = 5.0) -> dict[str, Figure]:
 
 def kafka(seconds: float = 5.0) -> dict[str, Figure]:
     from bench.kafka_clients import confluent_built
-    from bench.load_cluster import running_cluster
+    from bench.load_cluster import release_page_cache, running_cluster
 
     out: dict[str, Figure] = {}
     with running_cluster() as cluster:
         for size in (100, 1024):
             peak = confluent_built(cluster, -1, size, seconds)
             _result_figures(out, f"kafka.acks_all.{size}B.peak", peak)
-            half = confluent_built(cluster, -1, size, seconds, peak.records_per_s / 2)
+            rate = peak.records_per_s / 2
+            after_peak = confluent_built(cluster, -1, size, seconds, rate)
+            _result_figures(out, f"kafka.acks_all.{size}B.half_after_peak", after_peak, rate=False)
+            release_page_cache(cluster)
+            half = confluent_built(cluster, -1, size, seconds, rate)
             _result_figures(out, f"kafka.acks_all.{size}B.half", half, rate=False)
     return out
 
