@@ -62,13 +62,16 @@ def read_all(security: dict[str, str], topic: str, group: str, want: int) -> lis
 def produce_errors(security: dict[str, str], topic: str, n: int) -> list[Any]:
     from confluent_kafka import Producer
 
+    # A deadline, not a timing: each record waits for its partition leader's SASL_SSL
+    # connection, and on a busy machine one took longer than an earlier 5 s (the record timed
+    # out, -190, where its refusal was the point).
     producer = Producer(
-        {"bootstrap.servers": KAFKA, "acks": "all", "message.timeout.ms": 5000, **security}
+        {"bootstrap.servers": KAFKA, "acks": "all", "message.timeout.ms": 30000, **security}
     )
     errors: list[Any] = []
     for i in range(n):
         producer.produce(topic, b"%d" % i, on_delivery=lambda err, _msg: errors.append(err))
-    producer.flush(30)
+    producer.flush(60)
     return errors
 
 
