@@ -1,0 +1,85 @@
+"""The cluster's event timeline as objects: every broker's and controller's structured events
+(the JSON lines of their logs, every life of each process), merged by time.
+
+Each ISR, leader and controller change is one event (`isr_shrink`, `isr_expand`,
+`leader_elected`, `became_leader`, `controller_elected`, ...): `minibroker events` prints the
+same timeline, and `str(event)` is its line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from minibroker.client.event_text import render
+from minibroker.localcluster import ClusterState
+from minibroker.runtime.logging import parse_line
+
+# The processes whose events make the timeline (ZooKeeper's log is Java's, the tools' are not
+# the cluster's own).
+ROLES = ("broker", "controller")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One structured event: when (`ts_ms`, wall clock ms), which node logged it (`node`:
+    broker-1, controller-2), what (`kind`: isr_shrink, leader_elected, ...) and the rest of
+    its fields (`fields["tp"]`, `fields["isr"]`, ...; `event["tp"]` reads them too)."""
+
+    ts_ms: int
+    node: str
+    kind: str
+    fields: Mapping[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.fields[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.fields.get(key, default)
+
+    @property
+    def tp(self) -> str | None:
+        """The partition it is about, as Kafka writes it (`orders-0`), where it has one."""
+        tp = self.fields.get("tp")
+        return None if tp is None else str(tp)
+
+    def __str__(self) -> str:
+        return render({**self.fields, "ts": self.ts_ms, "proc": self.node, "event": self.kind})
+
+    @classmethod
+    def from_line(cls, raw: Mapping[str, Any], node: str) -> Event | None:
+        ts = raw.get("ts")
+        kind = raw.get("event")
+        if not isinstance(ts, int) or not isinstance(kind, str):
+            return None
+        rest = {k: v for k, v in raw.items() if k not in ("ts", "event")}
+        return cls(ts, str(raw.get("proc") or node), kind, rest)
+
+
+def _events_of(log_file: str, node: str, since_ms: int) -> Iterator[Event]:
+    try:
+        text = Path(log_file).read_text(errors="replace")
+    except OSError:
+        return
+    for line in text.splitlines():
+        raw = parse_line(line)
+        event = None if raw is None else Event.from_line(raw, node)
+        if event is not None and event.ts_ms >= since_ms:
+            yield event
+
+
+def read_timeline(state: ClusterState, since_ms: int = 0) -> list[Event]:
+    """Every broker's and controller's events logged at or after `since_ms`, oldest first."""
+    events: list[Event] = []
+    for p in state.processes:
+        if p.role in ROLES:
+            events += _events_of(p.log_file, p.name, since_ms)
+    events.sort(key=lambda e: e.ts_ms)
+    return events
+
+
+def of_kind(events: Iterable[Event], *kinds: str, tp: str | None = None) -> list[Event]:
+    """The events of these kinds (about partition `tp`, when given), in order."""
+    return [e for e in events if e.kind in kinds and (tp is None or e.tp == tp)]
