@@ -174,6 +174,9 @@ def process_settings(
 # name (its inter.broker.listener.name), so it always dials its own links.
 CLIENT_LISTENER = "CLIENT"
 CLIENT_SOURCE = "client"
+# A broker's KAFKA listener (Kafka's wire protocol) for Kafka clients, through its own link.
+KAFKA_LISTENER = "KAFKA"
+KAFKA_CLIENT_SOURCE = "kafka-client"
 
 
 def source_listener(node: Node) -> str:
@@ -183,9 +186,12 @@ def source_listener(node: Node) -> str:
 
 def node_listeners(node: Node, all_nodes: Sequence[Node]) -> list[tuple[str, str | None]]:
     """(listener, the peer that connects through it) of a proxied node, CLIENT first (tools
-    take the first advertised endpoint). A broker's own B<id> has no peer: Kafka wants the
-    inter-broker listener among a broker's listeners, but nobody dials itself."""
+    take the first advertised endpoint), then a broker's KAFKA listener (Kafka clients, on
+    their own links). A broker's own B<id> has no peer: Kafka wants the inter-broker listener
+    among a broker's listeners, but nobody dials itself."""
     out: list[tuple[str, str | None]] = [(CLIENT_LISTENER, CLIENT_SOURCE)]
+    if node.role == "broker":
+        out.append((KAFKA_LISTENER, KAFKA_CLIENT_SOURCE))
     for peer in all_nodes:
         if peer.role == "broker" or node.role == "broker":  # controllers never talk
             out.append((source_listener(peer), None if peer == node else peer.name))
@@ -222,7 +228,8 @@ def proxied_settings(
         node.listeners_setting: ",".join(f"{n}://{host}:{listen_ports[n]}" for n, _ in own),
         node.advertised_setting: ",".join(advertised(n, src) for n, src in own),
         "listener.security.protocol.map": ",".join(
-            f"{n}:PLAINTEXT" for n in [CLIENT_LISTENER, *(source_listener(p) for p in all_nodes)]
+            f"{n}:PLAINTEXT"
+            for n in [CLIENT_LISTENER, KAFKA_LISTENER, *(source_listener(p) for p in all_nodes)]
         ),
         "inter.broker.listener.name": source_listener(node),
         "zookeeper.connect": f"{host}:{link_ports[(node.name, ZOOKEEPER)]}",

@@ -31,6 +31,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--broker-port-base", type=int, default=None, help="broker N listens on BASE+N-1"
     )
     up.add_argument(
+        "--kafka-port-base",
+        type=int,
+        default=None,
+        help="broker N's KAFKA listener (Kafka clients) on BASE+N-1, e.g. 9092",
+    )
+    up.add_argument(
         "--timeout",
         type=float,
         default=30.0,
@@ -161,6 +167,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         profile=args.profile,
         zk_port=args.zk_port,
         broker_port_base=args.broker_port_base,
+        kafka_port_base=args.kafka_port_base,
         ready_timeout_s=args.timeout,
         proxy=args.proxy,
         dashboard_port=args.dashboard,

@@ -14,6 +14,9 @@ HOST = "127.0.0.1"
 # The control service's gRPC name (JSON requests; see service.py for its methods).
 SERVICE = "minibroker.faultproxy.v1.FaultProxy"
 CLIENT = "client"  # the source of every link that tools and client programs use
+# The source of the links Kafka clients use to a broker's KAFKA listener (process mode behind
+# the proxy): a client too, so "clients" selects both.
+KAFKA_CLIENT = "kafka-client"
 ZOOKEEPER = "zookeeper"
 ALL = "all"
 # Peer groups a fault may name instead of nodes, by the kind of node each one holds.
@@ -44,10 +47,13 @@ def node_kind(name: str) -> str:
     """ "broker", "controller", "zookeeper" or "client" for a link end's name."""
     if name in (CLIENT, ZOOKEEPER):
         return name
+    if name == KAFKA_CLIENT:
+        return CLIENT
     m = _NODE.fullmatch(name)
     if m is None:
         raise FaultRequestError(
-            f"bad node name {name!r}: expected broker-N, controller-N, {ZOOKEEPER} or {CLIENT}"
+            f"bad node name {name!r}: expected broker-N, controller-N, {ZOOKEEPER}, {CLIENT} "
+            f"or {KAFKA_CLIENT}"
         )
     return m[1]
 

@@ -47,10 +47,13 @@ def plan(
     proxy: bool = False,
     dashboard_port: int | None = None,
     secure: bool = False,
+    kafka_port_base: int | None = None,
 ) -> ClusterState:
     """The processes of a cluster, their ports, dirs and command lines (nothing started).
     With `proxy`, a fault proxy carries every link (topology.proxied_settings): a broker's
-    recorded port is then the proxy's port of its client link, what clients use."""
+    recorded port is then the proxy's port of its client link, what clients use, and its KAFKA
+    port the proxy's port of its Kafka-client link. `broker_port_base` and `kafka_port_base`
+    pin broker N's gRPC and KAFKA ports (what clients dial) at base + N - 1."""
     if brokers < 1 or controllers < 1:
         raise ClusterError("a cluster needs at least one broker and one controller")
     if brokers >= CONTROLLER_ID_BASE:
@@ -88,7 +91,7 @@ def plan(
 
     link_ports: dict[tuple[str, str], int] = {}
     if proxy:
-        link_ports = _plan_fault_proxy(state, links, free, broker_port_base)
+        link_ports = _plan_fault_proxy(state, links, free, broker_port_base, kafka_port_base)
     # (source, target) -> the port the proxy forwards that link to: the target's listener
     # for that source, or ZooKeeper's client port.
     targets = {(src, dst): zk_port for src, dst in links if dst == topology.ZOOKEEPER}
@@ -97,7 +100,7 @@ def plan(
     # only the ports (free ones) and the loopback listeners are this mode's own.
     for node in all_nodes:
         port, metrics_port, kafka_port, settings = _node_settings(
-            node, all_nodes, free, broker_port_base, link_ports, targets
+            node, all_nodes, free, (broker_port_base, kafka_port_base), link_ports, targets
         )
         if node.role == "broker" and brokers < OFFSETS_REPLICATION_FACTOR:
             # As Kafka's single-broker configs do: __consumer_offsets needs that many brokers.
@@ -165,20 +168,23 @@ def _node_settings(
     node: topology.Node,
     all_nodes: list[topology.Node],
     free: Iterator[int],
-    broker_port_base: int | None,
+    bases: tuple[int | None, int | None],
     link_ports: dict[tuple[str, str], int],
     targets: dict[tuple[str, str], int],
 ) -> tuple[int, int, int, dict[str, str]]:
     """A node's recorded port, metrics port, Kafka-protocol port (brokers; 0 = none) and
     deployment settings: a PLAINTEXT listener (and a broker's KAFKA one), or with the proxy
     (`link_ports`) one listener per source, each recorded in `targets` as where the proxy
-    forwards that source's link (no KAFKA listener behind the proxy yet)."""
+    forwards that source's link. `bases`: the pinned gRPC and KAFKA port bases of brokers."""
+    broker_port_base, kafka_port_base = bases
     if not link_ports:
         port = next(free)
         if node.role == "broker" and broker_port_base:
             port = broker_port_base + node.index - 1
         metrics_port = next(free)
         kafka_port = next(free) if node.role == "broker" else 0
+        if kafka_port and kafka_port_base:
+            kafka_port = kafka_port_base + node.index - 1
         settings = topology.process_settings(node, HOST, port, metrics_port, kafka_port)
         return port, metrics_port, kafka_port, settings
     metrics_port = next(free)
@@ -186,7 +192,8 @@ def _node_settings(
     listen = {listener: next(free) for listener, _ in own}
     targets.update({(src, node.name): listen[n] for n, src in own if src is not None})
     settings = topology.proxied_settings(node, all_nodes, HOST, listen, link_ports, metrics_port)
-    return link_ports[(topology.CLIENT_SOURCE, node.name)], metrics_port, 0, settings
+    kafka_port = link_ports.get((topology.KAFKA_CLIENT_SOURCE, node.name), 0)
+    return link_ports[(topology.CLIENT_SOURCE, node.name)], metrics_port, kafka_port, settings
 
 
 def _plan_fault_proxy(
@@ -194,9 +201,11 @@ def _plan_fault_proxy(
     links: list[tuple[str, str]],
     free: Iterator[int],
     broker_port_base: int | None,
+    kafka_port_base: int | None,
 ) -> dict[tuple[str, str], int]:
     """Add the fault proxy's process to `state`; the proxy's port of every link. The pinned
-    broker ports (--broker-port-base) are those of the client links: what clients dial."""
+    broker ports (--broker-port-base, --kafka-port-base) are those of the client links and
+    the Kafka-client links: what clients dial."""
     d = Path(state.dir)
     control_port = next(free)
     proxy_dir = d / FAULT_PROXY
@@ -214,9 +223,14 @@ def _plan_fault_proxy(
         )
     )
     ports = {}
+    pinned = {
+        topology.CLIENT_SOURCE: broker_port_base,
+        topology.KAFKA_CLIENT_SOURCE: kafka_port_base,
+    }
     for src, dst in links:
-        if src == topology.CLIENT_SOURCE and dst.startswith("broker-") and broker_port_base:
-            ports[(src, dst)] = broker_port_base + int(dst.removeprefix("broker-")) - 1
+        base = pinned.get(src)
+        if base and dst.startswith("broker-"):
+            ports[(src, dst)] = base + int(dst.removeprefix("broker-")) - 1
         else:
             ports[(src, dst)] = next(free)
     return ports

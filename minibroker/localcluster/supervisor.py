@@ -70,6 +70,7 @@ def up(
     proxy: bool = False,
     dashboard_port: int | None = None,
     secure: bool = False,
+    kafka_port_base: int | None = None,
 ) -> ClusterState:
     """Start a fresh cluster and wait until it is ready (see module docstring). With `proxy`
     the fault proxy starts right after ZooKeeper and carries every link (see `plan`); with
@@ -87,6 +88,7 @@ def up(
         proxy=proxy,
         dashboard_port=dashboard_port,
         secure=secure,
+        kafka_port_base=kafka_port_base,
     )
     secured = (
         secure_mode.prepare(Path(state.dir), topology.nodes(brokers, controllers))
@@ -95,6 +97,7 @@ def up(
     )
     addresses = [p.address for p in state.processes]
     addresses += [LinkSpec.from_json(link).listen_address for link in state.proxy_links]
+    addresses += [f"{p.host}:{p.kafka_port}" for p in state.processes if p.kafka_port]
     busy = sorted({a for a in addresses if not port_free(int(a.rpartition(":")[2]))})
     if busy:
         raise ClusterError(f"ports already in use: {', '.join(busy)}")

@@ -31,6 +31,7 @@ from minibroker import localcluster
 from minibroker.chaos import ProcessBackend
 from minibroker.client.admin_zk import create_topic as create_topic_in_zk
 from minibroker.client.admin_zk import wait_for_leaders
+from minibroker.faultproxy.model import LinkView
 from minibroker.localcluster import ClusterError, ClusterState
 from minibroker.runtime.zk_store import ZkStore
 from minibroker.security.client_config import ClientSecurity, read_properties
@@ -50,9 +51,11 @@ class Cluster:
     """A process-mode cluster (see the module docstring). `settings` are Kafka's names
     (`replica.lag.time.max.ms`, `min.insync.replicas`, ...) over the `profile`'s timings
     ("demo": ZooKeeper session 6 s, replica lag 3 s; "kafka": Kafka's own defaults).
-    `proxy=True` puts the fault proxy on every link (network faults: isolate, delay,
-    throttle); `secure=True` starts the secure profile (SASL_SSL listeners, SCRAM-SHA-512)
-    and the client configs carry the admin's credentials."""
+    `proxy=True` puts the fault proxy on every link, Kafka clients' included (network
+    faults: isolate, delay, throttle); `kafka_port_base=9092` pins broker N's KAFKA port
+    (what Kafka clients dial) at 9092 + N - 1 where a configuration needs fixed ports;
+    `secure=True` starts the secure profile (SASL_SSL listeners, SCRAM-SHA-512) and the
+    client configs carry the admin's credentials."""
 
     def __init__(
         self,
@@ -66,6 +69,7 @@ class Cluster:
         directory: str | Path | None = None,
         keep: bool = False,
         ready_timeout_s: float = 60.0,
+        kafka_port_base: int | None = None,
     ) -> None:
         self.brokers = brokers
         self.controllers = controllers
@@ -75,6 +79,7 @@ class Cluster:
         self.secure = secure
         self.keep = keep
         self.ready_timeout_s = ready_timeout_s
+        self.kafka_port_base = kafka_port_base
         self._given_dir = Path(directory) if directory is not None else None
         self._dir: Path | None = None
         self._state: ClusterState | None = None
@@ -100,6 +105,7 @@ class Cluster:
                 self._dir, brokers=self.brokers, controllers=self.controllers,
                 overrides=overrides, profile=self.profile, proxy=self.proxy,
                 secure=self.secure, ready_timeout_s=self.ready_timeout_s,
+                kafka_port_base=self.kafka_port_base,
             )  # fmt: skip
             self._zk = ZkStore(self._state.zk_connect, session_timeout_ms=10_000)
             self._zk.start()
@@ -159,11 +165,6 @@ class Cluster:
     def bootstrap_servers(self) -> str:
         """Every broker's KAFKA listener (Kafka's wire protocol), for any Kafka client."""
         brokers = self.state.by_role("broker")
-        if not all(b.kafka_port for b in brokers):
-            raise ClusterError(
-                "this cluster's brokers have no KAFKA listener (a proxy=True cluster has none "
-                "yet): use grpc_bootstrap with minibroker's own clients"
-            )
         return ",".join(f"{b.host}:{b.kafka_port}" for b in brokers)
 
     @property
@@ -318,6 +319,10 @@ class Cluster:
     def heal(self, target: Target | None = None) -> Action:
         """Undo the network faults of the node (of every link: None)."""
         return self._apply("heal", target)
+
+    def links(self) -> list[LinkView]:
+        """Every link of the fault proxy (`proxy=True`): its faults, connections and bytes."""
+        return self._backend().network_links()
 
     # ---- the timeline and waits (minibroker/testing/waits.py) --------------------------------
 

@@ -86,7 +86,8 @@ def links(c: Cluster) -> dict[str, dict[str, object]]:
 def test_every_link_goes_through_the_proxy_and_acks_all_works(pc: Cluster) -> None:
     state = pc.state
     table = {LinkSpec.from_json(o).name: LinkSpec.from_json(o) for o in state.proxy_links}
-    assert len(table) == 28  # 5 to ZooKeeper, 3*2 broker pairs, 2*3 each way, 5 client links
+    # 5 to ZooKeeper, 3*2 broker pairs, 2*3 each way, 5 client links, 3 Kafka-client links.
+    assert len(table) == 31
     # Registrations advertise the proxy's ports: CLIENT first (what tools pick), then one
     # listener per peer; a peer dials its own listener name, so its own link.
     got = pc.zk.get(BrokerIdZNode.path(2))[0]
@@ -202,6 +203,6 @@ def test_a_broker_cut_from_everything_is_gone_until_healed(pc: Cluster) -> None:
         rpc.stub(address(pc, leader)).Metadata(broker_pb2.MetadataRequest(), timeout=1)
     assert failed.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     faulted = [n for n, v in links(pc).items() if v["state"] != "ok"]
-    assert len(faulted) == 10 and all(name in n for n in faulted)
+    assert len(faulted) == 11 and all(name in n for n in faulted)  # its Kafka clients' too
     assert cli("cluster", "heal", "--dir", str(pc.dir)).stdout.startswith("heal: every link: ")
     wait_until(lambda: leader in _isr(pc, tp), timeout_s=30, what=f"{name} back in the ISR")

@@ -29,6 +29,7 @@ def plan(tmp_path: Path, brokers: int = 3, controllers: int = 2) -> localcluster
         zk_port=None,
         broker_port_base=19001,
         proxy=True,
+        kafka_port_base=19092,
     )
 
 
@@ -73,6 +74,10 @@ def test_the_proxy_starts_first_and_carries_every_link_of_the_topology(tmp_path:
     by_name = {s.name: s for s in links}
     # --broker-port-base pins what clients dial: the client links.
     assert [by_name[f"client->broker-{i}"].listen_port for i in (1, 2, 3)] == [19001, 19002, 19003]
+    # --kafka-port-base pins what Kafka clients dial: the Kafka-client links (issue 39 §1).
+    kafka = [by_name[f"kafka-client->broker-{i}"].listen_port for i in (1, 2, 3)]
+    assert kafka == [19092, 19093, 19094]
+    assert [state.process(f"broker-{i}").kafka_port for i in (1, 2, 3)] == kafka
     # Below the ephemeral range: no connect() or bind(0) elsewhere takes them before use.
     low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     assert max(ports) < low
@@ -100,13 +105,19 @@ def test_every_program_listens_per_source_and_advertises_the_links(tmp_path: Pat
             link = links[(source, node.name)]
             assert (ep.port, link.target_port) == (link.listen_port, listen[listener])
         assert state.process(node.name).port == links[("client", node.name)].listen_port
+        if node.role == "broker":  # Kafka clients reach its KAFKA listener through the proxy
+            link = links[("kafka-client", node.name)]
+            assert state.process(node.name).kafka_port == link.listen_port
+            assert link.target_port == listen["KAFKA"]
 
 
 def test_one_broker_and_one_controller_still_check(tmp_path: Path) -> None:
     state = plan(tmp_path, brokers=1, controllers=1)
-    assert len(state.proxy_links) == 2 + 1 + 1 + 1 + 1  # to ZooKeeper; c->b, b->c; clients
+    # To ZooKeeper; c->b, b->c; clients' (gRPC to both, Kafka to the broker).
+    assert len(state.proxy_links) == 2 + 1 + 1 + 2 + 1
     resolved = checked_settings([state.process(n).cmd for n in ("broker-1", "controller-1")])
-    assert resolved[0]["listeners"].split(",")[1].startswith("B1://")
+    assert resolved[0]["listeners"].split(",")[1].startswith("KAFKA://")
+    assert resolved[0]["listeners"].split(",")[2].startswith("B1://")
 
 
 def test_without_the_proxy_nothing_changes(tmp_path: Path) -> None:
@@ -120,3 +131,13 @@ def test_without_the_proxy_nothing_changes(tmp_path: Path) -> None:
     assert f"listeners={listeners}" in broker.cmd
     assert broker.cmd[broker.cmd.index("--zk") + 1] == state.zk_connect
     assert sys.executable == broker.cmd[0]
+
+
+def test_kafka_ports_pinned_without_the_proxy(tmp_path: Path) -> None:
+    state = localcluster.plan(
+        tmp_path, brokers=3, controllers=2, overrides=[], profile="demo", zk_port=None,
+        broker_port_base=None, kafka_port_base=39092,
+    )  # fmt: skip
+    assert [state.process(f"broker-{i}").kafka_port for i in (1, 2, 3)] == [39092, 39093, 39094]
+    assert "listeners=PLAINTEXT://127.0.0.1:" in " ".join(state.process("broker-2").cmd)
+    assert any(a.endswith(",KAFKA://127.0.0.1:39093") for a in state.process("broker-2").cmd)
