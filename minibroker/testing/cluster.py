@@ -33,6 +33,7 @@ from minibroker.client.admin_zk import create_topic as create_topic_in_zk
 from minibroker.client.admin_zk import wait_for_leaders
 from minibroker.faultproxy.model import LinkView
 from minibroker.localcluster import ClusterError, ClusterState
+from minibroker.localcluster.secure import configure_tools, forget_tools
 from minibroker.runtime.zk_store import ZkStore
 from minibroker.security.client_config import ClientSecurity, read_properties
 from minibroker.testing import faults, views, waits
@@ -55,7 +56,9 @@ class Cluster:
     faults: isolate, delay, throttle); `kafka_port_base=9092` pins broker N's KAFKA port
     (what Kafka clients dial) at 9092 + N - 1 where a configuration needs fixed ports;
     `secure=True` starts the secure profile (SASL_SSL listeners, SCRAM-SHA-512) and the
-    client configs carry the admin's credentials."""
+    client configs carry the admin's credentials; while it is up, this process reads its
+    ZooKeeper and brokers with the admin's login and certificate (one secure cluster at a
+    time in a process)."""
 
     def __init__(
         self,
@@ -84,6 +87,7 @@ class Cluster:
         self._dir: Path | None = None
         self._state: ClusterState | None = None
         self._zk: ZkStore | None = None
+        self._tools_configured = False
         self.started_ms = 0
         self.last_fault_ms = 0  # when the last fault was applied: the waits' default `since`
 
@@ -107,6 +111,8 @@ class Cluster:
                 secure=self.secure, ready_timeout_s=self.ready_timeout_s,
                 kafka_port_base=self.kafka_port_base,
             )  # fmt: skip
+            if self.secure:  # the admin's ZooKeeper login and gRPC certificate, for this process
+                self._tools_configured = configure_tools(self._dir)
             self._zk = ZkStore(self._state.zk_connect, session_timeout_ms=10_000)
             self._zk.start()
         except BaseException:
@@ -128,6 +134,9 @@ class Cluster:
         if self._dir is not None and not self.keep and self._given_dir is None:
             shutil.rmtree(self._dir.parent, ignore_errors=True)
         self._state = None
+        if self._tools_configured:
+            forget_tools()
+            self._tools_configured = False
 
     def __enter__(self) -> Cluster:
         return self.up()

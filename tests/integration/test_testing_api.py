@@ -112,6 +112,7 @@ def test_a_group_coordinator_by_role_is_the_one_kafka_clients_are_told(cluster: 
     from confluent_kafka import Consumer
     from confluent_kafka.admin import AdminClient
 
+    produce(cluster, 1, partition=1)  # something to read, whatever ran before
     consumer = Consumer(cluster.confluent_config(group_id="billing", auto_offset_reset="earliest"))
     try:
         consumer.subscribe(["orders"])
