@@ -1,0 +1,76 @@
+"""The pytest plugin (issue 39 §2, minibroker/pytest_plugin.py) as an application's
+suite meets it: a test file outside this repository, run by a pytest of its own that finds the
+plugin through the package's `pytest11` entry point; a module's tests share one cluster, each
+gets a topic of its own, a failing test's report carries the cluster's timeline (and the
+artifacts directory a copy), and no process or directory is left behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+APPLICATION_TESTS = """
+import json
+import pytest
+from minibroker.testing import leader_of
+
+pytestmark = pytest.mark.minibroker(controllers=1, settings={"zookeeper.session.timeout.ms": 4000})
+
+
+def note(cluster, topic):
+    with open("seen.jsonl", "a") as f:
+        f.write(json.dumps({"dir": str(cluster.directory), "topic": topic}) + "\\n")
+
+
+def test_orders_are_written(minibroker_cluster, minibroker_topic):
+    note(minibroker_cluster, minibroker_topic)
+    assert minibroker_cluster.partition(minibroker_topic, 0).fully_replicated
+
+
+def test_a_second_test_shares_the_cluster(minibroker_cluster, minibroker_topic):
+    note(minibroker_cluster, minibroker_topic)
+    assert minibroker_cluster.partition(minibroker_topic, 2).leader > 0
+
+
+def test_a_failure_after_a_leader_dies(minibroker_cluster, minibroker_topic):
+    note(minibroker_cluster, minibroker_topic)
+    minibroker_cluster.kill(leader_of(minibroker_topic, 0))
+    minibroker_cluster.wait_for_new_leader(minibroker_topic, 0)
+    assert False, "the application lost a record (deliberately)"
+"""
+
+
+def test_an_applications_suite_with_the_plugin(tmp_path: Path) -> None:
+    (tmp_path / "test_app.py").write_text(APPLICATION_TESTS)
+    artifacts = tmp_path / "artifacts"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_app.py",
+         "--minibroker-artifacts", str(artifacts)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert "1 failed, 2 passed" in out, out
+    seen = [json.loads(line) for line in (tmp_path / "seen.jsonl").read_text().splitlines()]
+    assert len({s["dir"] for s in seen}) == 1  # one cluster for the module
+    assert [s["topic"] for s in seen] == [
+        "test_orders_are_written",
+        "test_a_second_test_shares_the_cluster",
+        "test_a_failure_after_a_leader_dies",
+    ]
+    # The failure's report: the cluster, its partitions, the timeline, the logs.
+    assert "- minibroker -" in out and "timeline since the test started" in out, out
+    assert "leader_elected" in out and "broker-1's last log lines" in out
+    (report,) = artifacts.glob("*test_a_failure_after_a_leader_dies*.txt")
+    assert "leader of test_a_failure_after_a_leader_dies-0 is" in report.read_text()
+    # Nothing left behind.
+    cluster_dir = Path(seen[0]["dir"])
+    assert not cluster_dir.exists()
+    leftovers = subprocess.run(["pgrep", "-f", str(cluster_dir)], capture_output=True, text=True)
+    assert leftovers.stdout == "", leftovers.stdout
