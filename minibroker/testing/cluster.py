@@ -38,7 +38,7 @@ from minibroker.runtime.zk_store import ZkStore
 from minibroker.security.client_config import ClientSecurity, read_properties
 from minibroker.testing import faults, views, waits
 from minibroker.testing.faults import Action, Target
-from minibroker.testing.timeline import Event, read_timeline
+from minibroker.testing.timeline import Event, Timeline
 from minibroker.testing.views import PartitionState
 
 
@@ -88,6 +88,7 @@ class Cluster:
         self._state: ClusterState | None = None
         self._zk: ZkStore | None = None
         self._tools_configured = False
+        self._timeline = Timeline()
         self.started_ms = 0
         self.last_fault_ms = 0  # when the last fault was applied: the waits' default `since`
 
@@ -338,7 +339,7 @@ class Cluster:
     def events(self, since: int | None = None, *kinds: str) -> list[Event]:
         """Every broker's and controller's events since `since` (epoch ms; default: the
         cluster's start), oldest first; only these `kinds` when given."""
-        events = read_timeline(self.state, self.started_ms if since is None else since)
+        events = self._timeline.read(self.state, self.started_ms if since is None else since)
         return [e for e in events if e.kind in kinds] if kinds else events
 
     def wait_for_isr_shrink(

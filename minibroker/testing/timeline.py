@@ -8,9 +8,8 @@ same timeline, and `str(event)` is its line.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from minibroker.client.event_text import render
@@ -58,26 +57,53 @@ class Event:
         return cls(ts, str(raw.get("proc") or node), kind, rest)
 
 
-def _events_of(log_file: str, node: str, since_ms: int) -> Iterator[Event]:
-    try:
-        text = Path(log_file).read_text(errors="replace")
-    except OSError:
-        return
-    for line in text.splitlines():
-        raw = parse_line(line)
-        event = None if raw is None else Event.from_line(raw, node)
-        if event is not None and event.ts_ms >= since_ms:
-            yield event
+class _LogFile:
+    """One process's log, read from where the last read stopped (logs only grow: a restarted
+    process appends), so waiting on the timeline costs the new lines, not the whole log."""
+
+    def __init__(self, path: str, node: str) -> None:
+        self.path, self.node = path, node
+        self.offset = 0
+        self.events: list[Event] = []
+
+    def read(self) -> list[Event]:
+        try:
+            with open(self.path, "rb") as f:
+                size = f.seek(0, 2)
+                if size < self.offset:  # a new file under the same name: start again
+                    self.offset, self.events = 0, []
+                f.seek(self.offset)
+                data = f.read(size - self.offset)
+        except OSError:
+            return self.events
+        end = data.rfind(b"\n") + 1  # whole lines only; a line being written waits
+        self.offset += end
+        for line in data[:end].decode(errors="replace").splitlines():
+            raw = parse_line(line)
+            event = None if raw is None else Event.from_line(raw, self.node)
+            if event is not None:
+                self.events.append(event)
+        return self.events
 
 
-def read_timeline(state: ClusterState, since_ms: int = 0) -> list[Event]:
-    """Every broker's and controller's events logged at or after `since_ms`, oldest first."""
-    events: list[Event] = []
-    for p in state.processes:
-        if p.role in ROLES:
-            events += _events_of(p.log_file, p.name, since_ms)
-    events.sort(key=lambda e: e.ts_ms)
-    return events
+class Timeline:
+    """The merged timeline of a cluster's brokers and controllers, read incrementally."""
+
+    def __init__(self) -> None:
+        self._logs: dict[str, _LogFile] = {}
+
+    def read(self, state: ClusterState, since_ms: int = 0) -> list[Event]:
+        """Every broker's and controller's events logged at or after `since_ms`, oldest first."""
+        events: list[Event] = []
+        for p in state.processes:
+            if p.role not in ROLES:
+                continue
+            log = self._logs.get(p.log_file)
+            if log is None:
+                log = self._logs[p.log_file] = _LogFile(p.log_file, p.name)
+            events += (e for e in log.read() if e.ts_ms >= since_ms)
+        events.sort(key=lambda e: e.ts_ms)
+        return events
 
 
 def of_kind(events: Iterable[Event], *kinds: str, tp: str | None = None) -> list[Event]:
