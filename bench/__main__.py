@@ -1,5 +1,5 @@
 """`python -m bench all|raw|load|nats|failover|scale|dashboard|reassign|logs|security|
-transactions|ab ...`:
+transactions|testbed|ab ...`:
 `all` runs every benchmark and rewrites BENCHMARKS.md; the others run one benchmark and print
 its tables; `ab REF` compares the working tree with REF, part by part."""
 
@@ -21,6 +21,7 @@ from bench import (
     scale,
     security,
     suite,
+    testbed,
     transactions,
 )
 from bench.common import MissingDependency
@@ -38,6 +39,7 @@ COMMANDS: dict[str, ModuleType] = {
     "logs": logs,
     "security": security,
     "transactions": transactions,
+    "testbed": testbed,
     "ab": ab,
 }
 
