@@ -74,3 +74,36 @@ def test_an_applications_suite_with_the_plugin(tmp_path: Path) -> None:
     assert not cluster_dir.exists()
     leftovers = subprocess.run(["pgrep", "-f", str(cluster_dir)], capture_output=True, text=True)
     assert leftovers.stdout == "", leftovers.stdout
+
+
+WORKER_TESTS = """
+import json
+import os
+
+
+def test_{name}(minibroker_cluster, minibroker_topic):
+    assert minibroker_cluster.partition(minibroker_topic, 0).fully_replicated
+    with open("seen-{name}.json", "w") as f:
+        json.dump({{"dir": str(minibroker_cluster.directory),
+                   "worker": os.environ.get("PYTEST_XDIST_WORKER"),
+                   "zk": minibroker_cluster.zookeeper_connect}}, f)
+"""
+
+
+def test_under_pytest_xdist_each_worker_has_its_own_cluster(tmp_path: Path) -> None:
+    for name in ("billing", "shipping"):
+        (tmp_path / f"test_{name}.py").write_text(WORKER_TESTS.format(name=name))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
+         "--dist", "loadfile", "test_billing.py", "test_shipping.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode == 0 and "2 passed" in out, out
+    seen = [json.loads((tmp_path / f"seen-{n}.json").read_text()) for n in ("billing", "shipping")]
+    assert {s["worker"] for s in seen} == {"gw0", "gw1"}
+    assert len({s["dir"] for s in seen}) == 2 and len({s["zk"] for s in seen}) == 2
+    for s in seen:
+        assert not Path(s["dir"]).exists()
+        leftovers = subprocess.run(["pgrep", "-f", s["dir"]], capture_output=True, text=True)
+        assert leftovers.stdout == "", leftovers.stdout
