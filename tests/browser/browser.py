@@ -17,6 +17,12 @@ import pytest
 from minibroker.dashboard import probe
 from minibroker.runtime.waiting import wait_until
 
+# selenium imported now, at collection, in the main thread: imported lazily inside a test it
+# once raced another thread's import (a module-scoped cluster's ZooKeeper session runs
+# threads) and CPython 3.11's module lock failed with a KeyError (a CI rehearsal, 2026-11-28).
+with contextlib.suppress(ImportError):
+    import selenium.webdriver.chrome.service  # noqa: F401
+
 
 def browser_or_skip(accept_insecure_certs: bool = False) -> Any:
     """A headless chromium; without one the tests skip, unless CI=true (then they fail)."""
