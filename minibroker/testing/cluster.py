@@ -38,6 +38,7 @@ from minibroker.runtime.zk_store import ZkStore
 from minibroker.security.client_config import ClientSecurity, read_properties
 from minibroker.testing import faults, views, waits
 from minibroker.testing.faults import Action, Target
+from minibroker.testing.roles import coordinator_of
 from minibroker.testing.timeline import Event, Timeline
 from minibroker.testing.views import PartitionState
 
@@ -271,8 +272,6 @@ class Cluster:
 
     def coordinator(self, *, group: str | None = None, transactional_id: str | None = None) -> int:
         """The broker id coordinating `group` (or `transactional_id`) now."""
-        from minibroker.testing.roles import coordinator_of
-
         name, _ = coordinator_of(group=group, transactional_id=transactional_id).resolve(
             views.Reader(self.zk)
         )

@@ -10,7 +10,6 @@ from typing import Protocol
 from minibroker.client.admin_zk import all_topics, read_topic
 from minibroker.client.event_text import clock
 from minibroker.core.types import TopicPartition
-from minibroker.localcluster import ClusterState
 from minibroker.runtime.waiting import WaitTimeout, wait_until
 from minibroker.runtime.zk_store import ZkStore
 from minibroker.testing.timeline import Event, of_kind
@@ -24,9 +23,6 @@ class Watched(Protocol):
     """What the waits read of a cluster (minibroker.testing.Cluster)."""
 
     last_fault_ms: int
-
-    @property
-    def state(self) -> ClusterState: ...
 
     @property
     def zk(self) -> ZkStore: ...

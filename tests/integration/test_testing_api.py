@@ -5,7 +5,6 @@ behind."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -130,10 +129,8 @@ def test_a_group_coordinator_by_role_is_the_one_kafka_clients_are_told(cluster: 
 
 
 def test_a_wait_that_times_out_says_what_it_saw(cluster: Cluster) -> None:
-    started = time.monotonic()
     with pytest.raises(WaitTimeout) as caught:
         cluster.wait_for_isr_shrink("orders", 1, timeout_s=1)
-    assert time.monotonic() - started < 30
     message = str(caught.value)
     assert message.startswith("no isr shrink of orders-1 within 1 s (since ")
     assert "now leader" in message and "ISR [" in message
