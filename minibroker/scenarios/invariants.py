@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from minibroker.history.rules import misplaced_acknowledged
 from minibroker.scenarios.history import History, HwSample, PartitionStateChange, ReplicaBatch
 
 
@@ -73,12 +74,9 @@ def acked_records_present(h: History) -> list[Violation]:
         index = where.setdefault(partition, {})
         for offset, value in read.items():
             index.setdefault(value, []).append(offset)
-    for p in h.produced:
-        if p.outcome != "acked":
-            continue
-        found = h.final.read.get(p.partition, {}).get(p.offset)
-        if found == p.value:
-            continue
+    acked = {(p.partition, p.offset, p.value): p for p in h.produced if p.outcome == "acked"}
+    for m in misplaced_acknowledged(acked, h.final.read):
+        p, found = acked[(m.where, m.offset, m.value)], m.found
         in_logs = [
             g.broker for g in h.logs if g.partition == p.partition and p.value in g.values.values()
         ]

@@ -22,6 +22,9 @@ PURE = [
     "broker/replication",
     "loadgen/workload.py",
     "loadgen/source_options.py",
+    "minibroker/history/model.py",
+    "minibroker/history/rules.py",
+    "minibroker/history/check.py",
 ]
 MUST_EXIST = ["minibroker/core", "controller/logic"]
 

@@ -1,0 +1,112 @@
+"""aiokafka clients that record: each send with its outcome, each record getone/getmany or an
+`async for` returns, commits, transactions and seeks. The rest passes through."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from minibroker.history.kafka_python import SendRecording, offsets_of, read_op
+from minibroker.history.model import ABORTED, COMMITTED, INFO, Assign, Commit, Recording
+
+
+class RecordingAIOProducer(SendRecording):
+    """An aiokafka.AIOKafkaProducer that records."""
+
+    def __init__(self, recorder: Recording, config: Mapping[str, Any]) -> None:
+        from aiokafka import AIOKafkaProducer
+
+        super().__init__(recorder)
+        self._client = AIOKafkaProducer(**config)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, **kw: Any) -> Any:
+        send = self._invoked(topic, value, key, kw.get("partition"))
+        try:
+            metadata = await self._client.send_and_wait(topic, value=value, key=key, **kw)
+        except Exception as exc:
+            self._failed(send, exc)
+            raise
+        self._acked(send, metadata)
+        return metadata
+
+    async def begin_transaction(self) -> None:
+        await self._client.begin_transaction()
+        self._begun()
+
+    async def commit_transaction(self) -> None:
+        try:
+            await self._client.commit_transaction()
+        except Exception as exc:
+            self._ended(INFO, str(exc))
+            raise
+        self._ended(COMMITTED)
+
+    async def abort_transaction(self) -> None:
+        await self._client.abort_transaction()
+        self._ended(ABORTED)
+
+    async def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group_id: str) -> None:
+        await self._client.send_offsets_to_transaction(offsets, group_id)
+        self._txn_offsets(offsets, group_id)
+
+
+class RecordingAIOConsumer:
+    """An aiokafka.AIOKafkaConsumer that records."""
+
+    def __init__(
+        self, recorder: Recording, topics: tuple[str, ...], config: Mapping[str, Any]
+    ) -> None:
+        from aiokafka import AIOKafkaConsumer
+
+        self._recorder = recorder
+        self.name = recorder.client_name("consumer")
+        self.group = str(config.get("group_id") or "")
+        self.read_committed = config.get("isolation_level") == "read_committed"
+        self._client = AIOKafkaConsumer(*topics, **config)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def _read(self, r: Any) -> Any:
+        self._recorder.record(
+            read_op(self.name, self.group, self.read_committed, r, self._recorder.now_ms())
+        )
+        return r
+
+    async def getone(self, *partitions: Any) -> Any:
+        return self._read(await self._client.getone(*partitions))
+
+    async def getmany(self, *partitions: Any, **kw: Any) -> Any:
+        batches = await self._client.getmany(*partitions, **kw)
+        for records in batches.values():
+            for r in records:
+                self._read(r)
+        return batches
+
+    def __aiter__(self) -> RecordingAIOConsumer:
+        return self
+
+    async def __anext__(self) -> Any:
+        return self._read(await self._client.__anext__())
+
+    async def commit(self, offsets: Mapping[Any, Any] | None = None) -> None:
+        if offsets is None:
+            offsets = {tp: await self._client.position(tp) for tp in self._client.assignment()}
+        await self._client.commit(offsets)
+        self._recorder.record(
+            Commit(self.name, self.group, offsets_of(offsets), self._recorder.now_ms())
+        )
+
+    def seek(self, partition: Any, offset: int) -> None:
+        self._client.seek(partition, offset)
+        self._recorder.record(
+            Assign(
+                self.name,
+                self.group,
+                ((partition.topic, partition.partition),),
+                self._recorder.now_ms(),
+            )
+        )
