@@ -20,7 +20,8 @@ TIMELINE_WINDOW_MS = 5_000  # the cluster's events shown before and after an ano
 
 
 class TimelineEvent(Protocol):
-    ts_ms: int
+    @property
+    def ts_ms(self) -> int: ...
 
     def __str__(self) -> str: ...
 

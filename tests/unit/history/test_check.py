@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ from minibroker.history import (
     check,
     load,
 )
-from minibroker.history.model import from_line, to_line
+from minibroker.history.model import Op, from_line, to_line
 
 
 def sent(
@@ -56,8 +57,8 @@ def read(
     )
 
 
-def kinds(*ops: object, **kw: object) -> dict[str, int]:
-    return check(ClientHistory.of(ops), **kw).kinds()  # type: ignore[arg-type]
+def kinds(*ops: Op, **kw: Any) -> dict[str, int]:
+    return check(ClientHistory.of(ops), **kw).kinds()
 
 
 def test_a_clean_history_has_no_anomaly() -> None:
@@ -67,7 +68,7 @@ def test_a_clean_history_has_no_anomaly() -> None:
 
 
 def test_an_acknowledged_record_never_read_below_a_read_offset_is_lost() -> None:
-    h = [sent("a", 0), sent("b", 1), sent("c", 2), read("a", 0), read("c", 2)]
+    h: list[Op] = [sent("a", 0), sent("b", 1), sent("c", 2), read("a", 0), read("c", 2)]
     result = check(ClientHistory.of(h))
     assert result.kinds() == {"lost-write": 1}
     assert "t-0 offset 1: 'b' acknowledged to prod but never read" in result.text()
@@ -108,7 +109,10 @@ def test_reading_again_below_the_groups_commit_is_beyond_at_least_once() -> None
     low = Commit("cons", "g", (("t", 0, 1),), 15)
     assert (
         kinds(
-            *[sent("a", 0), sent("b", 1), read("a", 0), read("b", 1)],
+            sent("a", 0),
+            sent("b", 1),
+            read("a", 0),
+            read("b", 1),
             low,
             read("b", 1, client="c2", ms=20),
         )
@@ -120,7 +124,7 @@ def test_reading_again_below_the_groups_commit_is_beyond_at_least_once() -> None
 
 
 def test_one_record_at_two_offsets_is_a_duplicate_allowed_only_by_at_least_once() -> None:
-    ops = [sent("a", 0), sent("a", 1), read("a", 0), read("a", 1)]
+    ops: list[Op] = [sent("a", 0), sent("a", 1), read("a", 0), read("a", 1)]
     lenient = check(ClientHistory.of(ops))
     assert lenient.kinds() == {"duplicate": 1} and lenient.ok
     assert "duplicate: 1 (allowed by at-least-once)" in lenient.text()
@@ -129,7 +133,7 @@ def test_one_record_at_two_offsets_is_a_duplicate_allowed_only_by_at_least_once(
 
 
 def test_a_read_committed_consumer_reading_an_aborted_transaction() -> None:
-    ops = [
+    ops: list[Op] = [
         sent("a", 0, txn="prod#1"),
         Txn("prod", "prod#1", 0, 5, "aborted"),
         sent("b", 2, txn="prod#2"),
@@ -144,7 +148,7 @@ def test_a_read_committed_consumer_reading_an_aborted_transaction() -> None:
 
 
 def test_a_committed_transactions_record_not_readable_is_lost_an_aborted_one_is_not() -> None:
-    ops = [
+    ops: list[Op] = [
         sent("a", 0, txn="prod#1"),
         sent("b", 1, txn="prod#1"),
         Txn("prod", "prod#1", 0, 5, "committed"),
@@ -158,9 +162,11 @@ def test_a_committed_transactions_record_not_readable_is_lost_an_aborted_one_is_
 
 
 def test_pipelines_catch_commit_before_process_and_reprocessing() -> None:
-    orders = [sent(f"o{i}", i, topic="orders", key=f"k{i}") for i in range(3)]
-    reads = [read(f"o{i}", i, topic="orders", key=f"k{i}", client="app") for i in range(3)]
-    invoices = [
+    orders: list[Op] = [sent(f"o{i}", i, topic="orders", key=f"k{i}") for i in range(3)]
+    reads: list[Op] = [
+        read(f"o{i}", i, topic="orders", key=f"k{i}", client="app") for i in range(3)
+    ]
+    invoices: list[Op] = [
         sent("i0", 0, topic="invoices", key="k0"),
         sent("i2", 1, topic="invoices", key="k2"),
     ]
@@ -173,7 +179,14 @@ def test_pipelines_catch_commit_before_process_and_reprocessing() -> None:
         result.text()
     )
     again = sent("i0b", 2, topic="invoices", key="k0")
-    done = [*orders, *reads, *invoices, sent("i1", 3, topic="invoices", key="k1"), again, committed]
+    done: list[Op] = [
+        *orders,
+        *reads,
+        *invoices,
+        sent("i1", 3, topic="invoices", key="k1"),
+        again,
+        committed,
+    ]
     assert check(ClientHistory.of(done), pipelines={"orders": "invoices"}).kinds() == {
         "duplicate-output": 1
     }
@@ -184,7 +197,7 @@ def test_pipelines_catch_commit_before_process_and_reprocessing() -> None:
 
 
 def test_a_transactions_offsets_count_only_when_it_commits() -> None:
-    ops = [
+    ops: list[Op] = [
         sent("a", 0), sent("b", 1), read("a", 0), read("b", 1),
         Commit("prod", "g", (("t", 0, 2),), 12, txn="prod#1"),
         Txn("prod", "prod#1", 11, 13, "aborted"),
@@ -210,7 +223,7 @@ def test_the_report_quotes_the_cluster_events_around_an_anomaly() -> None:
         FakeEvent(9_000, "leader moved"),
         FakeEvent(60_000, "later"),
     ]
-    h = [sent("a", 0, ms=10_000), sent("b", 1, ms=10_000), read("b", 1, ms=11_000)]
+    h: list[Op] = [sent("a", 0, ms=10_000), sent("b", 1, ms=10_000), read("b", 1, ms=11_000)]
     text = check(ClientHistory.of(h), timeline=events).text()
     assert "leader moved" in text and "long before" not in text and "later" not in text
 
@@ -221,7 +234,7 @@ def test_delivery_must_be_one_of_two() -> None:
 
 
 def test_ops_round_trip_as_json_lines_and_a_torn_line_is_skipped(tmp_path: Path) -> None:
-    ops = [
+    ops: list[Op] = [
         sent("a", 0, txn="p#1"), read("a", 0), Commit("c", "g", (("t", 0, 1),), 3),
         Txn("p", "p#1", 1, 2, "committed"), Assign("c", "g", (("t", 0),), 4),
     ]  # fmt: skip
