@@ -15,8 +15,8 @@ log tails attached to the report.
   are the Cluster's (`brokers`, `controllers`, `profile`, `settings`, `proxy`, `secure`).
 - `minibroker_topic`: a topic of its own for each test (3 partitions, RF 3 where there are
   three brokers, min.insync.replicas 2), named after the test.
-- `--minibroker-artifacts DIR`: a failing test's timeline, states and log tails also go to
-  DIR/<test>.txt. `--minibroker-keep`: clusters are left running, and the report says where.
+- `--minibroker-artifacts DIR`: a failing test's failure, timeline, states and log tails also
+  go to DIR/<test>.txt. `--minibroker-keep`: clusters are left running, and the report says where.
 """
 
 from __future__ import annotations
@@ -163,7 +163,8 @@ def pytest_runtest_makereport(
         out = Path(artifacts)
         out.mkdir(parents=True, exist_ok=True)
         name = re.sub(r"[^A-Za-z0-9._-]+", "_", item.nodeid)[:200]
-        (out / f"{name}.txt").write_text(text)
+        failure = f"{item.nodeid} failed ({report.when}):\n{report.longreprtext}\n\n"
+        (out / f"{name}.txt").write_text(failure + text)
     return report
 
 

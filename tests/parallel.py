@@ -51,6 +51,8 @@ SLOW = {
     "tests/integration/test_compose_scenario.py": 120,
     "tests/integration/test_security.py": 120,
     "tests/integration/test_exactly_once.py": 90,
+    # A virtualenv installed from scratch, then the example's seven tests (issue 39 §5).
+    "tests/integration/test_example_app.py": 240,
     "tests/integration/test_log_compaction.py": 90,
 }
 

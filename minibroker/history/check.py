@@ -20,8 +20,14 @@ TIMELINE_WINDOW_MS = 5_000  # the cluster's events shown before and after an ano
 
 
 class TimelineEvent(Protocol):
+    """A cluster event (minibroker.testing.Event): when, whether it is part of the
+    replication story (not a routine HW move), and its line."""
+
     @property
     def ts_ms(self) -> int: ...
+
+    @property
+    def is_story(self) -> bool: ...
 
     def __str__(self) -> str: ...
 
@@ -37,9 +43,10 @@ def _final_commits(h: ClientHistory, topic: str) -> dict[tuple[str, int], int]:
 
 def unprocessed(h: ClientHistory, source: str, sink: str) -> list[Anomaly]:
     """Consume-transform-produce, records known by key: an input record below its group's
-    committed offset with no acknowledged output of the same key (committed before it was
-    processed, then lost: the commit-before-process bug)."""
+    committed offset with no output of the same key, acknowledged or read (committed before
+    it was processed, then lost: the commit-before-process bug)."""
     outputs = {s.key for s in rules.acknowledged(h) if s.topic == sink}
+    outputs |= {r.key for r in h.reads if r.topic == sink}  # there, if its ack went unseen
     inputs: dict[tuple[int, int], Any] = {}
     for s in rules.acknowledged(h):
         if s.topic == source:
@@ -47,17 +54,22 @@ def unprocessed(h: ClientHistory, source: str, sink: str) -> list[Anomaly]:
     for r in h.reads:
         if r.topic == source:
             inputs.setdefault((r.partition, r.offset), r)
+    progress = sorted(rules.committed_progress(h))
     out = []
     for (group, partition), committed in sorted(_final_commits(h, source).items()):
         for (p, offset), o in sorted(inputs.items()):
             if p != partition or offset >= committed or o.key in outputs:
                 continue
+            passed_ms = next(
+                when for when, g, t, q, next_offset in progress
+                if (g, t, q) == (group, source, p) and next_offset > offset
+            )  # fmt: skip
             out.append(
                 Anomaly(
                     "unprocessed",
                     f"{source}-{p} offset {offset} (key {show(o.key)}): group {group} committed "
                     f"past it (offset {committed}) but nothing with its key reached {sink}",
-                    o.complete_ms if isinstance(o, Send) else o.ts_ms,
+                    passed_ms,
                     {"group": group, "partition": p, "offset": offset, "committed": committed},
                 )
             )
@@ -113,8 +125,8 @@ class CheckResult:
         return dict(out)
 
     def text(self, limit: int = 10) -> str:
-        """The report: counts, then each kind's first anomalies, each with the cluster's
-        events around it."""
+        """The report: counts, then each kind's first anomalies and the cluster's replication
+        events from 5 s before the first to 5 s after the last of them."""
         c = self.counts
         lines = [
             f"history ({self.delivery}): {c['sends']} sends ({c['acknowledged']} acknowledged, "
@@ -127,11 +139,16 @@ class CheckResult:
             found = self.of_kind(kind)
             verdict = f"allowed by {self.delivery}" if found[0].allowed else "FAILURE"
             lines.append(f"{kind}: {n} ({verdict})")
-            for a in found[:limit]:
-                lines.append(f"  {_clock(a.ts_ms)} {a.message}")
-                lines += [f"      {e}" for e in _around(self.timeline, a.ts_ms)]
+            shown = found[:limit]
+            lines += [f"  {_clock(a.ts_ms)} {a.message}" for a in shown]
             if n > limit:
                 lines.append(f"  … and {n - limit} more")
+            around = _around(
+                self.timeline, min(a.ts_ms for a in shown), max(a.ts_ms for a in shown)
+            )
+            if around:
+                lines.append("  the cluster then:")
+                lines += [f"    {e}" for e in around]
         return "\n".join(lines)
 
 
@@ -140,9 +157,14 @@ def _clock(ts_ms: int) -> str:
     return f"{(s // 3600) % 24:02d}:{(s // 60) % 60:02d}:{s % 60:02d}.{ms:03d}"
 
 
-def _around(timeline: Sequence[TimelineEvent], ts_ms: int, most: int = 4) -> list[str]:
-    near = [e for e in timeline if abs(e.ts_ms - ts_ms) <= TIMELINE_WINDOW_MS]
-    near.sort(key=lambda e: abs(e.ts_ms - ts_ms))
+def _around(
+    timeline: Sequence[TimelineEvent], first_ms: int, last_ms: int, most: int = 12
+) -> list[str]:
+    """The story events from TIMELINE_WINDOW_MS before `first_ms` to as long after `last_ms`,
+    at most `most` of them, the nearest to the anomalies kept."""
+    lo, hi = first_ms - TIMELINE_WINDOW_MS, last_ms + TIMELINE_WINDOW_MS
+    near = [e for e in timeline if lo <= e.ts_ms <= hi and e.is_story]
+    near.sort(key=lambda e: max(first_ms - e.ts_ms, e.ts_ms - last_ms, 0))
     return [str(e) for e in sorted(near[:most], key=lambda e: e.ts_ms)]
 
 

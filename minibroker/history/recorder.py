@@ -6,6 +6,7 @@ delivery reports and a consumer's poll may run on different threads.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import threading
@@ -16,13 +17,15 @@ from typing import IO, Any
 from minibroker.history.model import ClientHistory, Op, from_line, to_line
 from minibroker.runtime.clock import now_ms
 
+_RECORDERS = itertools.count(1)  # a process's recorders get distinct client names
+
 
 class HistoryRecorder:
     """Records ops; hands out recording clients (`producer`, `consumer`, and the kafka-python
     and aiokafka ones) that record what they do and otherwise behave as the client they wrap."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, name: str = "") -> None:
-        self.name = name or f"{os.uname().nodename}-{os.getpid()}"
+        self.name = name or f"{os.uname().nodename}-{os.getpid()}-{next(_RECORDERS)}"
         self._ops: list[Op] = []
         self._lock = threading.Lock()
         self._clients = 0

@@ -259,14 +259,27 @@ def unexpected_reads(h: ClientHistory) -> list[Anomaly]:
 
 
 def aborted_reads(h: ClientHistory) -> list[Anomaly]:
-    """A read_committed consumer read a record of a transaction that aborted."""
+    """A read_committed consumer read a record of a transaction that aborted: at an offset
+    an aborted send was acknowledged at, or, for aborted sends without an offset, the same
+    record where no committed send wrote it too (a reprocessed input writes the same record
+    again, in the next transaction)."""
     aborted = aborted_transactions(h)
-    txn_of: dict[tuple[str, Record], str] = {
-        (s.topic, _record(s)): s.txn for s in h.sends if s.txn in aborted
-    }
+    at_offset: dict[tuple[str, int, int], str] = {}
+    by_record: dict[tuple[str, Record], str] = {}
+    for s in h.sends:
+        if s.txn not in aborted:
+            continue
+        if s.offset >= 0:
+            at_offset[(s.topic, s.partition, s.offset)] = s.txn
+        else:
+            by_record[(s.topic, _record(s))] = s.txn
+    for s in acknowledged(h):
+        by_record.pop((s.topic, _record(s)), None)
     out = []
     for r in h.reads:
-        txn = txn_of.get((r.topic, _record(r)))
+        txn = at_offset.get((r.topic, r.partition, r.offset)) or by_record.get(
+            (r.topic, _record(r))
+        )
         if r.read_committed and txn:
             out.append(
                 Anomaly(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from minibroker.client.admin_zk import all_topics, read_topic
+from minibroker.core.event_kinds import is_routine_event
 from minibroker.localcluster import TOOL_ROLES, process_state
 from minibroker.testing.cluster import Cluster
 
@@ -46,8 +47,14 @@ def failure_report(cluster: Cluster, since_ms: int) -> str:
                 out.append(f"  {topic}-{partition}: replicas {list(replicas)}, {where}")
     except Exception as exc:
         out.append(f"  (ZooKeeper could not be read: {exc})")
-    events = [e for e in cluster.events(since_ms) if e.kind != "log"]
-    out.append(f"timeline since the test started ({len(events)} events):")
+    events = [
+        e
+        for e in cluster.events(since_ms)
+        if e.kind != "log" and not is_routine_event(e.kind, e.get("cause"))
+    ]
+    out.append(
+        f"timeline since the test started ({len(events)} events, per-request HW moves left out):"
+    )
     out += [f"  {e}" for e in events[-EVENTS:]]
     for p in state.processes:
         if p.role not in TOOL_ROLES:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from minibroker.client.event_text import render
+from minibroker.client.event_text import is_story, render
 from minibroker.localcluster import ClusterState
 from minibroker.runtime.logging import parse_line
 
@@ -43,6 +43,12 @@ class Event:
         """The partition it is about, as Kafka writes it (`orders-0`), where it has one."""
         tp = self.fields.get("tp")
         return None if tp is None else str(tp)
+
+    @property
+    def is_story(self) -> bool:
+        """Part of the replication story (ISR, leader, controller, broker and fault turns; not
+        a per-request HW move): the events `minibroker events` shows by default."""
+        return is_story({**self.fields, "event": self.kind})
 
     def __str__(self) -> str:
         return render({**self.fields, "ts": self.ts_ms, "proc": self.node, "event": self.kind})

@@ -69,11 +69,13 @@ def _zk_state(c: Watched, topic: str, partition: int) -> str:
 def isr_change(
     c: Watched, kind: str, topic: str, partition: int, since: int | None, timeout_s: float
 ) -> Event:
-    """The first `isr_shrink` or `isr_expand` of the partition since `since`."""
+    """The first `isr_shrink` or `isr_expand` of the partition since `since`. A shrink is the
+    leader's, or the controller's removal of a broker whose session expired."""
     tp = f"{topic}-{partition}"
     what = f"{kind.replace('_', ' ')} of {tp}"
+    kinds = (kind, "replica_removed_from_isr") if kind == "isr_shrink" else (kind,)
     try:
-        return _wait_for_event(c, (kind,), tp, since, timeout_s, what)
+        return _wait_for_event(c, kinds, tp, since, timeout_s, what)
     except WaitTimeout as exc:
         raise WaitTimeout(f"{exc}\n{_zk_state(c, topic, partition)}") from None
 

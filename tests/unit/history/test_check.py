@@ -145,6 +145,16 @@ def test_a_read_committed_consumer_reading_an_aborted_transaction() -> None:
     }
     # read_uncommitted sees aborted records, as Kafka lets it.
     assert kinds(*ops, read("a", 0), read("b", 2)) == {}
+    # The aborted record written again by the next transaction (a reprocessed input): its
+    # read at the committed offset is no aborted read; one at the aborted offset is.
+    again: list[Op] = [*ops, sent("a", 3, txn="prod#2")]
+    again[0] = Send("prod:a0", "prod", "t", None, b"a", 0, "ok", 0, 0, 1, txn="prod#1")
+    b = read("b", 2, committed=True)
+    assert kinds(*again, b, read("a", 3, committed=True)) == {}
+    assert kinds(*again, read("a", 0, committed=True), b) == {"aborted-read": 1}
+    # Without an offset (its ack never came), the record itself is what is known.
+    unacked = Send("prod:x", "prod", "t", None, b"x", 0, "info", txn="prod#1")
+    assert kinds(*ops, unacked, b, read("x", 4, committed=True)) == {"aborted-read": 1}
 
 
 def test_a_committed_transactions_record_not_readable_is_lost_an_aborted_one_is_not() -> None:
@@ -212,6 +222,7 @@ def test_a_transactions_offsets_count_only_when_it_commits() -> None:
 class FakeEvent:
     ts_ms: int
     text: str
+    is_story: bool = True
 
     def __str__(self) -> str:
         return self.text
@@ -221,11 +232,13 @@ def test_the_report_quotes_the_cluster_events_around_an_anomaly() -> None:
     events = [
         FakeEvent(0, "long before"),
         FakeEvent(9_000, "leader moved"),
+        FakeEvent(9_500, "routine hw move", is_story=False),
         FakeEvent(60_000, "later"),
     ]
     h: list[Op] = [sent("a", 0, ms=10_000), sent("b", 1, ms=10_000), read("b", 1, ms=11_000)]
     text = check(ClientHistory.of(h), timeline=events).text()
-    assert "leader moved" in text and "long before" not in text and "later" not in text
+    assert "the cluster then:\n    leader moved" in text
+    assert "long before" not in text and "later" not in text and "routine" not in text
 
 
 def test_delivery_must_be_one_of_two() -> None:

@@ -1,0 +1,157 @@
+"""The example's test harness, written only against minibroker's public API and pytest plugin:
+place orders with a recording producer, run the service as a real process (killable), read the
+invoices with a recording read_committed consumer, and check the whole history."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaError
+
+from minibroker.history import CheckResult, HistoryRecorder, check, load
+from minibroker.history.rules import committed_progress
+from minibroker.testing import Cluster
+
+APP = Path(__file__).resolve().parents[1] / "orders_app.py"
+ORDERS = 300
+
+
+class Shop:
+    """One test's orders, service runs and invoices, and their recorded histories."""
+
+    def __init__(self, cluster: Cluster, directory: Path) -> None:
+        self.cluster = cluster
+        self.directory = directory
+        self.apps: list[subprocess.Popen[bytes]] = []
+        self.mode, self.work_ms, self.restarts = "", 0, 0
+        cluster.create_topic("orders", partitions=3, replication_factor=3, min_insync_replicas=2)
+        cluster.create_topic("invoices", partitions=3, replication_factor=3, min_insync_replicas=2)
+
+    def place_orders(self, n: int = ORDERS) -> None:
+        with HistoryRecorder(self.directory / "orders.jsonl") as recorder:
+            producer = recorder.producer(self.cluster.confluent_config(acks="all"))
+            for i in range(n):
+                order = {"id": i, "customer": f"c{i % 7}", "quantity": 1 + i % 5, "unit_price": 9.5}
+                producer.produce("orders", json.dumps(order).encode(), key=b"order-%d" % i)
+            assert producer.flush(60) == 0
+
+    def start_app(self, mode: str, *, work_ms: int = 10) -> subprocess.Popen[bytes]:
+        self.mode, self.work_ms = mode, work_ms
+        run = len(self.apps)
+        app = subprocess.Popen(
+            [sys.executable, str(APP), "--bootstrap", self.cluster.bootstrap_servers,
+             "--mode", mode, "--work-ms", str(work_ms),
+             "--record", str(self.directory / f"app-{run}.jsonl")],
+            stdout=(self.directory / f"app-{run}.out").open("wb"), stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        self.apps.append(app)
+        return app
+
+    def supervise(self) -> None:
+        """As a deployment's supervisor: a run that exited asking to be restarted (status 3,
+        see orders_app.watchdog) is started again; any other exit fails the test."""
+        code = self.apps[-1].poll()
+        if code == 3 and self.restarts < 3:
+            self.restarts += 1
+            self.start_app(self.mode, work_ms=self.work_ms)
+        else:
+            assert code is None, self.app_output()
+
+    def invoices_sent(self) -> int:
+        """Invoices the service's runs saw acknowledged (their recorded histories)."""
+        return sum(
+            1
+            for s in load(self.histories("app-")).sends
+            if s.topic == "invoices" and s.outcome == "ok"
+        )
+
+    def wait_for_invoices(self, n: int, timeout_s: float = 60) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self.invoices_sent() < n:
+            assert time.monotonic() < deadline, f"fewer than {n} invoices in {timeout_s} s"
+            self.supervise()
+            time.sleep(0.05)
+
+    def committed(self) -> int:
+        """Orders the service's runs committed (their recorded histories)."""
+        next_offsets: dict[int, int] = {}
+        for _, _, topic, p, offset in committed_progress(load(self.histories("app-"))):
+            if topic == "orders":
+                next_offsets[p] = max(next_offsets.get(p, 0), offset)
+        return sum(next_offsets.values())
+
+    def finish(self, timeout_s: float = 120) -> None:
+        """Waits until the service committed every order, then stops it (SIGTERM) as a
+        deployment would, and expects a clean exit."""
+        deadline = time.monotonic() + timeout_s
+        while self.committed() < ORDERS:
+            assert time.monotonic() < deadline, (
+                f"{self.committed()} of {ORDERS} orders committed in {timeout_s} s\n"
+                + self.app_output()
+            )
+            self.supervise()
+            time.sleep(0.1)
+        self.apps[-1].terminate()
+        assert self.apps[-1].wait(60) == 0, self.app_output()
+
+    def histories(self, prefix: str = "") -> list[Path]:
+        return sorted(self.directory.glob(f"{prefix}*.jsonl"))
+
+    def app_output(self) -> str:
+        return "\n".join(p.read_text() for p in sorted(self.directory.glob("app-*.out")))
+
+    def read_invoices(self) -> None:
+        """Every invoice, as read_committed sees it, into the history."""
+        with HistoryRecorder(self.directory / "invoices.jsonl") as recorder:
+            consumer = recorder.consumer(
+                self.cluster.confluent_config(
+                    group_id="invoice-audit", auto_offset_reset="earliest",
+                    enable_auto_commit=False, isolation_level="read_committed",
+                    enable_partition_eof=True,
+                )
+            )  # fmt: skip
+            consumer.subscribe(["invoices"])
+            at_end: set[int] = set()
+            deadline = time.monotonic() + 60
+            try:
+                while at_end != {0, 1, 2} and time.monotonic() < deadline:
+                    m = consumer.poll(0.5)
+                    if m is None:
+                        continue
+                    if m.error() is None:
+                        at_end.discard(m.partition())
+                    elif m.error().code() == KafkaError._PARTITION_EOF:
+                        at_end.add(m.partition())
+            finally:
+                consumer.close()
+
+    def check(self, delivery: str) -> CheckResult:
+        self.read_invoices()
+        history = load(self.histories())
+        result = check(
+            history, delivery=delivery, pipelines={"orders": "invoices"},
+            timeline=self.cluster.events(),
+        )  # fmt: skip
+        (self.directory / "report.txt").write_text(result.text())
+        return result
+
+    def stop(self) -> None:
+        for app in self.apps:
+            if app.poll() is None:
+                app.kill()
+                app.wait()
+
+
+@pytest.fixture
+def shop(minibroker_cluster: Cluster, tmp_path: Path) -> Iterator[Shop]:
+    s = Shop(minibroker_cluster, tmp_path)
+    try:
+        yield s
+    finally:
+        s.stop()
