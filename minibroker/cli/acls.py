@@ -90,7 +90,7 @@ def _add_entry_options(a: argparse.ArgumentParser) -> None:
     a.add_argument("--idempotent", action="store_true")
 
 
-def _patterns(args: argparse.Namespace, default: PatternType) -> list[ResourcePattern]:
+def resource_patterns(args: argparse.Namespace, default: PatternType) -> list[ResourcePattern]:
     pt = PatternType[args.resource_pattern_type.upper()] if args.resource_pattern_type else default
     out = [ResourcePattern(ResourceType.TOPIC, t, pt) for t in args.topic]
     out += [ResourcePattern(ResourceType.GROUP, g, pt) for g in args.group]
@@ -102,7 +102,7 @@ def _patterns(args: argparse.Namespace, default: PatternType) -> list[ResourcePa
 
 def bindings(args: argparse.Namespace) -> list[AclBinding]:
     """kafka-acls' getAcls / getProducerResourceFilterToAcls / getConsumerResourceFilterToAcls."""
-    patterns = _patterns(args, PatternType.LITERAL)
+    patterns = resource_patterns(args, PatternType.LITERAL)
     if not patterns:
         raise ClusterError("name a resource: --topic, --group, --transactional-id or --cluster")
     if not args.allow_principal and not args.deny_principal:
@@ -173,7 +173,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    patterns = _patterns(args, PatternType.ANY)
+    patterns = resource_patterns(args, PatternType.ANY)
     filters = [
         AclBindingFilter(p.resource_type, p.name, p.pattern_type, principal=args.principal)
         for p in patterns

@@ -100,9 +100,12 @@ def create(args: argparse.Namespace, bindings: list[core.AclBinding]) -> None:
     finally:
         admin.close()
     failed = result.get("failed") or []
-    if failed:
-        acl, error = failed[0]
-        raise ClusterError(f"CreateAcls refused {len(failed)} ACL(s), first: {error!r}")
+    if failed:  # kafka-python 3.0 lists the errors' classes (earlier: (acl, error) pairs)
+        error = failed[0][1] if isinstance(failed[0], tuple) else failed[0]
+        name = getattr(error, "__name__", repr(error))
+        raise ClusterError(
+            f"CreateAcls refused {len(failed)} ACL(s): {name}: {getattr(error, 'description', '')}"
+        )
 
 
 def delete(args: argparse.Namespace, bindings: list[core.AclBinding]) -> list[core.AclBinding]:

@@ -88,3 +88,29 @@ def test_aiokafka_writes_and_reads(cluster: Cluster) -> None:
             await consumer.stop()
 
     assert asyncio.run(run()) == b"from aiokafka"
+
+
+def test_kafka_acls_through_the_secure_listener(cluster: Cluster) -> None:
+    """kafka-acls --bootstrap-server with --command-config (issue 39 §4): the admin's SCRAM
+    login from the cluster's admin.properties, CreateAcls/DescribeAcls/DeleteAcls over SASL_SSL."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "bin" / "kafka-acls.sh"
+    login = ["--bootstrap-server", cluster.bootstrap_servers, "--command-config",
+             str(cluster.state.admin_client_config)]  # fmt: skip
+    acl = ["--allow-principal", "User:carol", "--operation", "Read", "--topic", "secured"]
+
+    def run(*args: str) -> str:
+        got = subprocess.run([str(script), *login, *args], capture_output=True, text=True,
+                             timeout=120, env={"MINIBROKER_PYTHON": sys.executable})  # fmt: skip
+        assert got.returncode == 0, got.stdout + got.stderr
+        return got.stdout
+
+    assert "(principal=User:carol, host=*, operation=READ, permissionType=ALLOW)" in run(
+        "--add", *acl
+    )
+    assert "User:carol" in run("--list", "--topic", "secured")
+    run("--remove", "--force", *acl)
+    assert "User:carol" not in run("--list", "--topic", "secured")
