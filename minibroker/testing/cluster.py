@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
@@ -36,7 +37,7 @@ from minibroker.localcluster import ClusterError, ClusterState
 from minibroker.localcluster.secure import configure_tools, forget_tools
 from minibroker.runtime.zk_store import ZkStore
 from minibroker.security.client_config import ClientSecurity, read_properties
-from minibroker.testing import faults, views, waits
+from minibroker.testing import faults, reaper, views, waits
 from minibroker.testing.faults import Action, Target
 from minibroker.testing.roles import coordinator_of
 from minibroker.testing.timeline import Event, Timeline
@@ -89,6 +90,7 @@ class Cluster:
         self._state: ClusterState | None = None
         self._zk: ZkStore | None = None
         self._tools_configured = False
+        self._reaper: subprocess.Popen[bytes] | None = None
         self._timeline = Timeline()
         self.started_ms = 0
         self.last_fault_ms = 0  # when the last fault was applied: the waits' default `since`
@@ -105,6 +107,9 @@ class Cluster:
         else:
             self._dir = self._given_dir
         self.started_ms = int(time.time() * 1000)
+        if not self.keep:  # tears the cluster down if this process dies without down()
+            remove = self._dir.parent if self._given_dir is None else None
+            self._reaper = reaper.start(self._dir, remove)
         overrides = [f"{k}={v}" for k, v in self.settings.items()]
         try:
             self._state = localcluster.up(
@@ -126,6 +131,10 @@ class Cluster:
     def down(self) -> None:
         """Stop every process at once (SIGKILL after SIGTERM, no controlled shutdown) and
         remove the directory (unless `keep`). Safe to call twice."""
+        if self._reaper is not None:  # ours to end, by PID: this down() does its work
+            self._reaper.kill()
+            self._reaper.wait()
+            self._reaper = None
         if self._zk is not None:
             self._zk.stop()
             self._zk = None

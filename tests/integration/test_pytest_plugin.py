@@ -107,3 +107,72 @@ def test_under_pytest_xdist_each_worker_has_its_own_cluster(tmp_path: Path) -> N
         assert not Path(s["dir"]).exists()
         leftovers = subprocess.run(["pgrep", "-f", s["dir"]], capture_output=True, text=True)
         assert leftovers.stdout == "", leftovers.stdout
+
+
+HANGING_TEST = """
+import json, os, time
+
+def test_waits_forever(minibroker_cluster):
+    pids = [p.pid for p in minibroker_cluster.state.processes]
+    with open("cluster.json.tmp", "w") as f:
+        json.dump({"dir": str(minibroker_cluster.directory), "pids": pids}, f)
+    os.rename("cluster.json.tmp", "cluster.json")
+    time.sleep(600)
+"""
+
+
+def _interrupted(tmp_path: Path, sig: int) -> tuple[list[int], Path]:
+    """Starts an application's test run whose test waits forever on a cluster, sends `sig`
+    to the run once the cluster is up; returns the cluster's PIDs and directory."""
+    import os
+
+    from minibroker.runtime.waiting import wait_until
+
+    (tmp_path / "test_hang.py").write_text(HANGING_TEST)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_hang.py"],
+        cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: (tmp_path / "cluster.json").exists(), timeout_s=120,
+                   what="the test's cluster is up")  # fmt: skip
+        seen = json.loads((tmp_path / "cluster.json").read_text())
+        os.kill(run.pid, sig)
+        run.wait(60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    return seen["pids"], Path(seen["dir"])
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
+def test_an_interrupted_run_leaves_nothing_behind(tmp_path: Path, how: str) -> None:
+    """Ctrl-C (SIGINT): pytest tears the fixtures down. SIGKILL (a CI job's timeout, a closed
+    terminal): the cluster's reaper sees its owner gone and tears the cluster down."""
+    import signal
+
+    from minibroker.runtime.waiting import wait_until
+
+    pids, directory = _interrupted(tmp_path, getattr(signal, how))
+
+    def gone() -> bool:
+        return not directory.exists() and not any(_alive(pid) for pid in pids)
+
+    wait_until(gone, timeout_s=30, what=f"the cluster's processes and directory gone after {how}")
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie of an exited child counts as gone
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+    return True

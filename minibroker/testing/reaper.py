@@ -1,0 +1,69 @@
+"""The reaper: a detached process a test cluster starts beside itself, which tears the cluster
+down (every process by the PID its state file records, then the directory) once the process
+that owns it is gone: a test run killed with SIGKILL, a CI job's timeout, a closed terminal.
+A cluster stopped normally stops its reaper first (Cluster.down).
+
+    python -m minibroker.testing.reaper --dir D --owner PID [--remove DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+POLL_S = 0.5
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reap(directory: Path, remove: Path | None) -> None:
+    from minibroker import localcluster
+    from minibroker.localcluster import ClusterState
+
+    if (directory / localcluster.STATE_FILE).exists():
+        localcluster.down(ClusterState.load(directory), timeout_s=0)
+    if remove is not None:
+        shutil.rmtree(remove, ignore_errors=True)
+
+
+def start(directory: Path, remove: Path | None) -> subprocess.Popen[bytes]:
+    """A reaper for the cluster in `directory`, owned by this process."""
+    cmd = [sys.executable, "-m", "minibroker.testing.reaper", "--dir", str(directory),
+           "--owner", str(os.getpid())]  # fmt: skip
+    if remove is not None:
+        cmd += ["--remove", str(remove)]
+    return subprocess.Popen(
+        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,  # not in the test run's process group: its Ctrl-C is not ours
+    )  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dir", type=Path, required=True)
+    parser.add_argument("--owner", type=int, required=True)
+    parser.add_argument("--remove", type=Path)
+    args = parser.parse_args()
+    while alive(args.owner):
+        if not args.dir.parent.exists():
+            return 0
+        time.sleep(POLL_S)
+    reap(args.dir, args.remove)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
