@@ -177,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", help="record the clients' history to this file")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, Stop.on_signal)
+    print("started", flush=True)  # from here a SIGTERM stops it cleanly
     consumer_config = {
         "bootstrap.servers": args.bootstrap, "group.id": args.group,
         "auto.offset.reset": "earliest", "enable.auto.commit": False,

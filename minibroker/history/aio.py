@@ -16,7 +16,7 @@ class RecordingAIOProducer(SendRecording):
     def __init__(self, recorder: Recording, config: Mapping[str, Any]) -> None:
         from aiokafka import AIOKafkaProducer
 
-        super().__init__(recorder)
+        super().__init__(recorder, config)
         self._client = AIOKafkaProducer(**config)
 
     def __getattr__(self, name: str) -> Any:
@@ -31,6 +31,24 @@ class RecordingAIOProducer(SendRecording):
             raise
         self._acked(send, metadata)
         return metadata
+
+    async def send(self, topic: str, value: Any = None, key: Any = None, **kw: Any) -> Any:
+        """The send's future, its outcome recorded when it completes."""
+        send = self._invoked(topic, value, key, kw.get("partition"))
+        try:
+            future = await self._client.send(topic, value=value, key=key, **kw)
+        except Exception as exc:
+            self._failed(send, exc)
+            raise
+
+        def done(f: Any) -> None:
+            if f.cancelled() or f.exception() is not None:
+                self._failed(send, f.exception() or TimeoutError("cancelled"))
+            else:
+                self._acked(send, f.result())
+
+        future.add_done_callback(done)
+        return future
 
     async def begin_transaction(self) -> None:
         await self._client.begin_transaction()
@@ -65,7 +83,26 @@ class RecordingAIOConsumer:
         self.name = recorder.client_name("consumer")
         self.group = str(config.get("group_id") or "")
         self.read_committed = config.get("isolation_level") == "read_committed"
-        self._client = AIOKafkaConsumer(*topics, **config)
+        self._client = AIOKafkaConsumer(**config)
+        if topics:  # subscribed with a listener: each rebalance's assignment is recorded
+            self.subscribe(list(topics))
+
+    def subscribe(self, topics: Any = (), pattern: Any = None, listener: Any = None) -> None:
+        from aiokafka.abc import ConsumerRebalanceListener
+
+        recording = self
+
+        class Recorded(ConsumerRebalanceListener):  # type: ignore[misc]
+            async def on_partitions_revoked(self, revoked: Any) -> None:
+                if listener is not None:
+                    await listener.on_partitions_revoked(revoked)
+
+            async def on_partitions_assigned(self, assigned: Any) -> None:
+                recording._seeked(assigned)
+                if listener is not None:
+                    await listener.on_partitions_assigned(assigned)
+
+        self._client.subscribe(topics=topics or (), pattern=pattern, listener=Recorded())
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
@@ -99,6 +136,27 @@ class RecordingAIOConsumer:
         self._recorder.record(
             Commit(self.name, self.group, offsets_of(offsets), self._recorder.now_ms())
         )
+
+    async def seek_to_beginning(self, *partitions: Any) -> None:
+        await self._client.seek_to_beginning(*partitions)
+        self._seeked(partitions or self._client.assignment())
+
+    async def seek_to_end(self, *partitions: Any) -> None:
+        await self._client.seek_to_end(*partitions)
+        self._seeked(partitions or self._client.assignment())
+
+    async def seek_to_committed(self, *partitions: Any) -> Any:
+        got = await self._client.seek_to_committed(*partitions)
+        self._seeked(partitions or self._client.assignment())
+        return got
+
+    def _seeked(self, partitions: Any) -> None:
+        self._recorder.record(
+            Assign(
+                self.name, self.group, tuple((p.topic, p.partition) for p in partitions),
+                self._recorder.now_ms(),
+            )
+        )  # fmt: skip
 
     def seek(self, partition: Any, offset: int) -> None:
         self._client.seek(partition, offset)

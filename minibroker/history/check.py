@@ -1,7 +1,8 @@
 """check(history): every rule of minibroker.history.rules over an application's history, the
 consume-transform-produce rules where the application names its pipelines, and a report that
 says which anomaly, where, when, and what the cluster was doing then (its event timeline).
-Pure: the timeline is handed in (Cluster.events()), never read here.
+The timeline is handed in (Cluster.events()), never read here; times are local, as the
+timeline's.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from minibroker.client.event_text import clock
 from minibroker.history import rules
 from minibroker.history.model import ClientHistory, Send, show
 from minibroker.history.rules import Anomaly
@@ -140,7 +142,7 @@ class CheckResult:
             verdict = f"allowed by {self.delivery}" if found[0].allowed else "FAILURE"
             lines.append(f"{kind}: {n} ({verdict})")
             shown = found[:limit]
-            lines += [f"  {_clock(a.ts_ms)} {a.message}" for a in shown]
+            lines += [f"  {clock(a.ts_ms)} {a.message}" for a in shown]
             if n > limit:
                 lines.append(f"  … and {n - limit} more")
             around = _around(
@@ -150,11 +152,6 @@ class CheckResult:
                 lines.append("  the cluster then:")
                 lines += [f"    {e}" for e in around]
         return "\n".join(lines)
-
-
-def _clock(ts_ms: int) -> str:
-    s, ms = divmod(ts_ms, 1000)
-    return f"{(s // 3600) % 24:02d}:{(s // 60) % 60:02d}:{s % 60:02d}.{ms:03d}"
 
 
 def _around(

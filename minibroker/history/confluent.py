@@ -158,7 +158,8 @@ class RecordingConsumer:
         self._recorder = recorder
         self.name = recorder.client_name("consumer")
         self.group = str(config.get("group.id", ""))
-        self.read_committed = config.get("isolation.level") == "read_committed"
+        # librdkafka's default isolation.level is read_committed
+        self.read_committed = config.get("isolation.level", "read_committed") == "read_committed"
         if client is None:
             from confluent_kafka import Consumer
 

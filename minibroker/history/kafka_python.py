@@ -46,15 +46,22 @@ def offsets_of(offsets: Mapping[Any, Any]) -> tuple[tuple[str, int, int], ...]:
 class SendRecording:
     """What the kafka-python and aiokafka producers share: sends and transactions."""
 
-    def __init__(self, recorder: Recording) -> None:
+    def __init__(self, recorder: Recording, config: Mapping[str, Any]) -> None:
         self._recorder = recorder
         self.name = recorder.client_name("producer")
+        # What a reader without a deserializer gets: the serialized bytes.
+        self._key_serializer = config.get("key_serializer")
+        self._value_serializer = config.get("value_serializer")
         self._seq = itertools.count()
         self._txns = itertools.count(1)
         self._txn = ""
         self._txn_begin_ms = 0
 
     def _invoked(self, topic: str, value: Any, key: Any, partition: Any) -> Send:
+        if self._key_serializer is not None and key is not None:
+            key = self._key_serializer(key)
+        if self._value_serializer is not None and value is not None:
+            value = self._value_serializer(value)
         send = Send(
             f"{self.name}:{next(self._seq)}", self.name, topic, as_bytes(key), as_bytes(value),
             self._recorder.now_ms(), partition=-1 if partition is None else partition,
@@ -101,7 +108,7 @@ class RecordingKafkaProducer(SendRecording):
     def __init__(self, recorder: Recording, config: Mapping[str, Any]) -> None:
         from kafka import KafkaProducer
 
-        super().__init__(recorder)
+        super().__init__(recorder, config)
         self._client = KafkaProducer(**config)
 
     def __getattr__(self, name: str) -> Any:
@@ -177,34 +184,60 @@ class RecordingKafkaConsumer:
         return r
 
     def commit(self, offsets: Mapping[Any, Any] | None = None) -> None:
+        from kafka.structs import OffsetAndMetadata
+
         if offsets is None:
-            offsets = {tp: self._client.position(tp) for tp in self._client.assignment()}
+            offsets = {
+                tp: OffsetAndMetadata(self._client.position(tp), "", -1)
+                for tp in self._client.assignment()
+            }
         self._client.commit(offsets)
         self._recorder.record(
             Commit(self.name, self.group, offsets_of(offsets), self._recorder.now_ms())
         )
 
-    def assign(self, partitions: Any) -> None:
-        self._client.assign(partitions)
+    def _assigned(self, partitions: Any) -> None:
         self._recorder.record(
             Assign(
-                self.name,
-                self.group,
-                tuple((p.topic, p.partition) for p in partitions),
+                self.name, self.group, tuple((p.topic, p.partition) for p in partitions),
                 self._recorder.now_ms(),
             )
-        )
+        )  # fmt: skip
+
+    def subscribe(self, topics: Any = (), pattern: Any = None, listener: Any = None) -> None:
+        """Each rebalance's assignment is recorded (the position may go back to the
+        committed offset)."""
+        from kafka import ConsumerRebalanceListener
+
+        recording = self
+
+        class Recorded(ConsumerRebalanceListener):  # type: ignore[misc]
+            def on_partitions_revoked(self, revoked: Any) -> None:
+                if listener is not None:
+                    listener.on_partitions_revoked(revoked)
+
+            def on_partitions_assigned(self, assigned: Any) -> None:
+                recording._assigned(assigned)
+                if listener is not None:
+                    listener.on_partitions_assigned(assigned)
+
+        self._client.subscribe(topics=topics, pattern=pattern, listener=Recorded())
+
+    def assign(self, partitions: Any) -> None:
+        self._client.assign(partitions)
+        self._assigned(partitions)
 
     def seek(self, partition: Any, offset: int) -> None:
         self._client.seek(partition, offset)
-        self._recorder.record(
-            Assign(
-                self.name,
-                self.group,
-                ((partition.topic, partition.partition),),
-                self._recorder.now_ms(),
-            )
-        )
+        self._assigned([partition])
+
+    def seek_to_beginning(self, *partitions: Any) -> None:
+        self._client.seek_to_beginning(*partitions)
+        self._assigned(partitions or self._client.assignment())
+
+    def seek_to_end(self, *partitions: Any) -> None:
+        self._client.seek_to_end(*partitions)
+        self._assigned(partitions or self._client.assignment())
 
 
 __all__ = ["RecordingKafkaConsumer", "RecordingKafkaProducer", "SendRecording"]

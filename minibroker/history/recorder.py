@@ -17,6 +17,7 @@ from typing import IO, Any
 from minibroker.history.model import ClientHistory, Op, from_line, to_line
 from minibroker.runtime.clock import now_ms
 
+GROUPS_KEPT = 64
 _RECORDERS = itertools.count(1)  # a process's recorders get distinct client names
 
 
@@ -29,7 +30,7 @@ class HistoryRecorder:
         self._ops: list[Op] = []
         self._lock = threading.Lock()
         self._clients = 0
-        self._groups: dict[int, str] = {}  # id(consumer group metadata) -> group id
+        self._groups: list[tuple[object, str]] = []  # (consumer group metadata, group id)
         self._file: IO[str] | None = None
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -52,11 +53,15 @@ class HistoryRecorder:
                 self._file.flush()
 
     def remember_group(self, metadata: object, group: str) -> None:
-        """A consumer's group metadata, so a transaction's offsets name the group."""
-        self._groups[id(metadata)] = group
+        """A consumer's group metadata, so a transaction's offsets name the group. The object
+        itself is kept (the last few), so its id cannot be reused meanwhile."""
+        with self._lock:
+            self._groups.append((metadata, group))
+            del self._groups[:-GROUPS_KEPT]
 
     def group_of(self, metadata: object) -> str:
-        return self._groups.get(id(metadata), "")
+        with self._lock:
+            return next((g for m, g in reversed(self._groups) if m is metadata), "")
 
     def history(self) -> ClientHistory:
         with self._lock:

@@ -13,7 +13,16 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from minibroker.history.model import ABORTED, COMMITTED, OK, ClientHistory, Read, Send, show
+from minibroker.history.model import (
+    ABORTED,
+    COMMITTED,
+    OK,
+    Assign,
+    ClientHistory,
+    Read,
+    Send,
+    show,
+)
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -187,28 +196,36 @@ def committed_progress(h: ClientHistory) -> Iterator[tuple[int, str, str, int, i
 
 
 def rereads_below_commit(h: ClientHistory) -> list[Anomaly]:
-    """A group reads a record again below the offset it had already committed past: more than
-    at-least-once allows (a restarted consumer resumes at its group's committed offset)."""
+    """A group reads a record again below the offset it had already committed past, by a
+    consumer that started on the partition after that commit (a restarted consumer resumes at
+    its group's committed offset): more than at-least-once allows. A consumer that owned the
+    partition since before the commit may still return records it had fetched (a zombie whose
+    session expired): that is at-least-once's due."""
     progress: dict[tuple[str, str, int], list[tuple[int, int]]] = defaultdict(list)
     for when, group, topic, partition, offset in committed_progress(h):
         progress[(group, topic, partition)].append((when, offset))
+    started: dict[tuple[str, str, int], int] = {}  # (client, topic, partition) -> since when
     out = []
-    for r in h.reads:
-        if not r.group:
+    for o in h.ops:
+        if isinstance(o, Assign):
+            for topic, partition in o.partitions:
+                started[(o.client, topic, partition)] = o.ts_ms
+        if not isinstance(o, Read) or not o.group:
             continue
+        since = started.setdefault((o.client, o.topic, o.partition), o.ts_ms)
         passed = [
-            (when, o) for when, o in progress.get((r.group, r.topic, r.partition), ())
-            if when < r.ts_ms and o > r.offset
+            (when, offset) for when, offset in progress.get((o.group, o.topic, o.partition), ())
+            if when <= since and offset > o.offset
         ]  # fmt: skip
         if passed:
-            when, o = max(passed, key=lambda p: p[1])
+            when, offset = max(passed, key=lambda p: p[1])
             out.append(
                 Anomaly(
                     "reread-below-commit",
-                    f"{_tp(r)} offset {r.offset}: read by {r.client} of group {r.group} after the "
-                    f"group had committed offset {o}",
-                    r.ts_ms,
-                    {"read": r, "committed": o, "committed_ms": when},
+                    f"{_tp(o)} offset {o.offset}: read by {o.client} of group {o.group}, which "
+                    f"had committed offset {offset} before this consumer started on it",
+                    o.ts_ms,
+                    {"read": o, "committed": offset, "committed_ms": when},
                 )
             )
     return out
@@ -273,8 +290,9 @@ def aborted_reads(h: ClientHistory) -> list[Anomaly]:
             at_offset[(s.topic, s.partition, s.offset)] = s.txn
         else:
             by_record[(s.topic, _record(s))] = s.txn
-    for s in acknowledged(h):
-        by_record.pop((s.topic, _record(s)), None)
+    for s in h.sends:  # written again outside an aborted transaction: not known aborted
+        if s.txn not in aborted:
+            by_record.pop((s.topic, _record(s)), None)
     out = []
     for r in h.reads:
         txn = at_offset.get((r.topic, r.partition, r.offset)) or by_record.get(

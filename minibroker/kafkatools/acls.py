@@ -125,7 +125,15 @@ def _run(args: argparse.Namespace, store: Store) -> int:
     if args.resource_pattern_type in ("any", "match") and args.add:
         raise ToolError(f"A '--resource-pattern-type' value of '{args.resource_pattern_type}' is "
                         "not valid when adding acls.")  # fmt: skip
-    wanted = ours.bindings(args)
+    if not (args.operation or args.producer or args.consumer):
+        args.operation = ["All"]  # AclCommand's --operation default
+    if args.remove and not (args.allow_principal or args.deny_principal):
+        # No principal: every ACL of the named resources (AclCommand.removeAcls).
+        patterns = ours.resource_patterns(args, PatternType.LITERAL)
+        wanted = store.list([AclBindingFilter(p.resource_type, p.name, p.pattern_type)
+                             for p in patterns])  # fmt: skip
+    else:
+        wanted = ours.bindings(args)
     patterns = sorted({b.pattern for b in wanted})
     filters = [AclBindingFilter(p.resource_type, p.name, p.pattern_type) for p in patterns]
     if args.add:
@@ -150,9 +158,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if sum((args.add, args.remove, args.list)) != 1:
         parser.error("Command must include exactly one action: --list, --add, --remove.")
-    zk_connect = parse_pairs(args.authorizer_properties, "--authorizer-properties").get(
-        "zookeeper.connect"
-    )
+    try:
+        zk_connect = parse_pairs(args.authorizer_properties, "--authorizer-properties").get(
+            "zookeeper.connect"
+        )
+    except ToolError as exc:
+        parser.error(str(exc))
     if (args.bootstrap_server is None) == (zk_connect is None):
         parser.error("give --bootstrap-server, or --authorizer-properties zookeeper.connect=...")
     if args.add or args.remove:
@@ -165,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     args.dir = None  # acls_kafka: no --dir cluster; --command-config or PLAINTEXT
     try:
         return _run(args, Store(args, zk_connect))
+    except KeyboardInterrupt:
+        return 130
     except Exception as exc:  # AclCommand: one line on stdout, exit 1
         print(f"Error while executing ACL command: {getattr(exc, 'message', None) or exc}")
         return 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
@@ -98,6 +98,24 @@ def parse_pairs(values: Sequence[str], flag: str) -> dict[str, str]:
             if not sep or not key.strip():
                 raise ToolError(f"{flag} {item!r}: expected key=value")
             out[key.strip()] = v.strip()
+    return out
+
+
+def typed(settings: dict[str, Any], defaults: Mapping[str, Any], flag: str) -> dict[str, Any]:
+    """Property strings (`--producer-property k=v`) as the types of the client's defaults
+    (booleans, numbers); the login settings are refused: they go in the config file."""
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        if key.startswith(("security_", "sasl_", "ssl_")):
+            raise ToolError(f"{flag} {key.replace('_', '.')}: put the login in the config file")
+        default = defaults.get(key)
+        if isinstance(value, str) and isinstance(default, bool):
+            value = value.strip().lower() == "true"
+        elif isinstance(value, str) and isinstance(default, int):
+            value = int(value)
+        elif isinstance(value, str) and isinstance(default, float):
+            value = float(value)
+        out[key] = value
     return out
 
 

@@ -173,7 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     if a["all"] and not a["bootstrap_server"]:
         parser.error("--bootstrap-server must be specified for --all")
     kind, name = _entity(a, parser)
-    add = parse_add_config(a["add_config"]) if a["add_config"] else {}
+    try:
+        add = parse_add_config(a["add_config"]) if a["add_config"] else {}
+    except ToolError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
     delete = [k.strip() for k in a["delete_config"].split(",") if k.strip()]
     if a["alter"] and not (add or delete):
         parser.error(
@@ -212,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     except ToolError as exc:
         print(str(exc), file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return 130
     except Exception as exc:  # ConfigCommand: "Error while executing config command ..."
         print(
             f"Error while executing config command with args '{' '.join(argv or sys.argv[1:])}'",

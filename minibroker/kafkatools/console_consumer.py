@@ -7,11 +7,12 @@ count goes to stderr as `Processed a total of N messages`, exit 0."""
 from __future__ import annotations
 
 import random
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
-from minibroker.kafkatools.common import ToolError, ToolParser, parse_pairs, run, security
+from minibroker.kafkatools.common import ToolError, ToolParser, parse_pairs, run, security, typed
 from minibroker.runtime.settings import parse_properties
 
 TOOL = "kafka-console-consumer"
@@ -62,11 +63,13 @@ def consumer_settings(args: Any) -> dict[str, Any]:
     if args.consumer_config:
         given.update(parse_properties(Path(args.consumer_config).read_text()))
     given.update(parse_pairs(args.consumer_property, "--consumer-property"))
-    settings: dict[str, Any] = {
-        k.replace(".", "_"): v for k, v in given.items()
-        if k.replace(".", "_") in KafkaConsumer.DEFAULT_CONFIG
-        and not k.startswith(("security.", "sasl.", "ssl."))
-    }  # fmt: skip
+    from_file = set(given) - set(parse_pairs(args.consumer_property, "--consumer-property"))
+    settings = typed(
+        {k.replace(".", "_"): v for k, v in given.items()
+         if k.replace(".", "_") in KafkaConsumer.DEFAULT_CONFIG
+         and not (k in from_file and k.startswith(("security.", "sasl.", "ssl.")))},
+        KafkaConsumer.DEFAULT_CONFIG, "--consumer-property",
+    )  # fmt: skip
     reset = settings.get("auto_offset_reset")
     if args.from_beginning and reset not in (None, "earliest"):
         raise ToolError(
@@ -81,9 +84,6 @@ def consumer_settings(args: Any) -> dict[str, Any]:
         group = f"console-consumer-{random.randrange(100_000)}"
         settings.setdefault("enable_auto_commit", False)
     settings["group_id"] = group
-    for name in ("enable_auto_commit",):
-        if isinstance(settings.get(name), str):
-            settings[name] = settings[name].lower() == "true"
     login = security(Path(args.consumer_config) if args.consumer_config else None)
     return {**settings, **login.kafka_python()}
 
@@ -108,9 +108,14 @@ def line_of(record: Any, fmt: dict[str, str]) -> bytes:
     return sep.join(parts) + fmt.get("line.separator", "\n").encode()
 
 
+def _on_sigterm(*_: object) -> None:
+    raise KeyboardInterrupt  # as Kafka's shutdown hook: the count is printed, the group left
+
+
 def _body(argv: list[str]) -> int:
     from kafka import KafkaConsumer, TopicPartition
 
+    signal.signal(signal.SIGTERM, _on_sigterm)
     args = build_parser().parse_args(argv)
     _validate(args)
     fmt = parse_pairs(args.property, "--property")
@@ -131,7 +136,7 @@ def _body(argv: list[str]) -> int:
             else:
                 consumer.seek(tp, int(where))
         elif args.whitelist:
-            consumer.subscribe(pattern=args.whitelist)
+            consumer.subscribe(pattern=f"^(?:{args.whitelist})$")  # Java's: the whole name
         else:
             consumer.subscribe([args.topic])
         timeout_ms = args.timeout_ms if args.timeout_ms is not None else 2**31 - 1

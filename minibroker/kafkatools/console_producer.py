@@ -5,11 +5,12 @@ stdout before every line read; parse.key/key.separator/ignore.error as its line 
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
-from minibroker.kafkatools.common import ToolError, ToolParser, parse_pairs, run, security
+from minibroker.kafkatools.common import ToolError, ToolParser, parse_pairs, run, security, typed
 from minibroker.runtime.settings import parse_properties
 
 TOOL = "kafka-console-producer"
@@ -60,11 +61,13 @@ def producer_settings(args: Any) -> dict[str, Any]:
         except OSError as exc:
             raise ToolError(f"--producer.config {args.producer_config}: {exc}") from None
     given.update(parse_pairs(args.producer_property, "--producer-property"))
-    known = KafkaProducer.DEFAULT_CONFIG  # the login settings come from ClientSecurity
-    settings: dict[str, Any] = {
-        k.replace(".", "_"): v for k, v in given.items() if k.replace(".", "_") in known
-        and not k.startswith(("security.", "sasl.", "ssl."))
-    }  # fmt: skip
+    known = KafkaProducer.DEFAULT_CONFIG
+    from_file = set(given) - set(parse_pairs(args.producer_property, "--producer-property"))
+    settings = typed(
+        {k.replace(".", "_"): v for k, v in given.items() if k.replace(".", "_") in known
+         and not (k in from_file and k.startswith(("security.", "sasl.", "ssl.")))},
+        known, "--producer-property",
+    )  # fmt: skip
     for flag, name in FLAG_SETTINGS.items():
         value = getattr(args, flag)
         if value is not None or name not in settings:
@@ -86,9 +89,14 @@ def producer_settings(args: Any) -> dict[str, Any]:
     return settings
 
 
+def _on_sigterm(*_: object) -> None:
+    raise KeyboardInterrupt  # as Kafka's shutdown hook: what was read is flushed, then exit
+
+
 def _body(argv: list[str]) -> int:
     from kafka import KafkaProducer
 
+    signal.signal(signal.SIGTERM, _on_sigterm)
     args = build_parser().parse_args(argv)
     servers = args.bootstrap_server or args.broker_list
     if not servers:

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from minibroker.core.coordinator_log.partitioning import partition_for
 from minibroker.kafkatools.common import ToolError, ToolParser, add_connection, admin
 from minibroker.kafkatools.group_tables import (
     STATES,
@@ -116,21 +117,14 @@ class Groups:
     def coordinator(self, group: str) -> str:
         """host:port (id) of the leader of the group's __consumer_offsets partition (Kafka's
         GroupMetadataManager.partitionFor)."""
-        partition = _java_hash(group) % 50
         brokers = {b["broker_id"]: b for b in self.client.describe_cluster()["brokers"]}
         topic = self.client.describe_topics(["__consumer_offsets"])[0]
+        partition = partition_for(group, len(topic["partitions"]) or 50)
         for p in topic["partitions"]:
             if p["partition_index"] == partition and p["leader_id"] in brokers:
                 b = brokers[p["leader_id"]]
                 return f"{b['host']}:{b['port']} ({b['broker_id']})"
         return "-"
-
-
-def _java_hash(text: str) -> int:
-    h = 0
-    for ch in text:
-        h = (31 * h + ord(ch)) & 0xFFFFFFFF
-    return abs(h - (1 << 32) if h >= 1 << 31 else h)
 
 
 def _error(message: str) -> None:
@@ -253,6 +247,10 @@ def _delete(groups: Groups, ids: list[str]) -> None:
     _error("Deletion of some consumer groups failed:")
     for group, error in failed:
         print(f"* Group '{group}' could not be deleted due to: {error}")
+    deleted = [g for g, e in _results(got) if not e]
+    if deleted:
+        print("\nThese consumer groups were deleted successfully: "
+              + ", ".join(repr(g) for g in deleted))  # fmt: skip
 
 
 def _results(got: Any) -> list[tuple[str, str]]:
@@ -277,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"Invalid state list '{a['state']}'. Valid states are: {', '.join(STATES)}")
     try:
         client = admin(a["bootstrap_server"], a["command_config"])
-    except ToolError as exc:
+    except Exception as exc:
         _error(f"Executing consumer group command failed due to {exc}")
         return 0
     groups = Groups(client)
@@ -285,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         ids = groups.ids() if a["all_groups"] or action == "list" else a["group"]
         if action == "list":
             if a["state"] is None:
-                print("\n".join(ids))
+                for group in ids:
+                    print(group)
             else:
                 wanted = set(a["state"].split(",")) if a["state"] else set(STATES)
                 found = groups.describe(ids)
@@ -297,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
             _reset(a, groups, ids)
         else:
             _delete(groups, ids)
+    except KeyboardInterrupt:
+        return 130
     except Exception as exc:  # as ConsumerGroupCommand: stdout, and exit status 0
         _error(f"Executing consumer group command failed due to {exc}")
     finally:

@@ -143,10 +143,13 @@ def _bootstrap(a: dict[str, Any], action: str, r: AdminReassign) -> int:
         ongoing = r.ongoing()
         if not ongoing:
             print("No partition reassignments found.")
+            return 0
+        print("Current partition reassignments:")
         for tp, o in sorted(ongoing.items()):
-            print(f"{tp}: replicas: {','.join(map(str, o['replicas']))}. "
-                  f"adding: {','.join(map(str, o['adding_replicas']))}. "
-                  f"removing: {','.join(map(str, o['removing_replicas']))}.")  # fmt: skip
+            line = f"{tp}: replicas: {_ids(o['replicas'])}."
+            line += f" adding: {_ids(o['adding_replicas'])}." if o["adding_replicas"] else ""
+            line += f" removing: {_ids(o['removing_replicas'])}." if o["removing_replicas"] else ""
+            print(line)
         return 0
     if action == "generate":
         brokers = [int(b) for b in a["broker_list"].split(",") if b.strip()]
@@ -178,31 +181,46 @@ def _bootstrap(a: dict[str, Any], action: str, r: AdminReassign) -> int:
         return 0
     if action == "cancel":
         failed = r.alter(dict.fromkeys(target))
-        print("Successfully cancelled partition reassignments for: "
-              + ",".join(str(tp) for tp in sorted(target) if tp not in failed))  # fmt: skip
+        cancelled = [str(tp) for tp in sorted(target) if tp not in failed]
+        if cancelled:
+            plural = "s" if len(cancelled) > 1 else ""
+            print(
+                f"Successfully cancelled partition reassignment{plural} for: {','.join(cancelled)}"
+            )
+        else:
+            print("None of the specified partition reassignments are active.")
+        print("None of the specified partition moves are active.")
+        if not a["preserve_throttles"]:
+            _clear(r, reassignment_plan.topics_of(target))
         return 0
     ongoing = r.ongoing()
-    done = True
     print("Status of partition reassignment:")
     for tp, replicas in sorted(target.items()):
         if tp in ongoing:
             print(f"Reassignment of partition {tp} is still in progress.")
-            done = False
         elif current.get(tp) == replicas:
             print(f"Reassignment of partition {tp} is complete.")
         else:
             print(f"There is no active reassignment of partition {tp}, but replica set is "
-                  f"{list(current.get(tp, ()))} rather than {list(replicas)}.")  # fmt: skip
-            done = False
-    if done and not a["preserve_throttles"]:
-        brokers = sorted(b["broker_id"] for b in r.client.describe_cluster()["brokers"])
-        r.clear_throttles(reassignment_plan.topics_of(target), brokers)
-        print("\nClearing broker-level throttles on brokers " + ",".join(map(str, brokers)))
-        print(
-            "Clearing topic-level throttles on topic "
-            + ",".join(reassignment_plan.topics_of(target))
-        )
+                  f"{_ids(current.get(tp, ()))} rather than {_ids(replicas)}.")  # fmt: skip
+    print()  # the replica moves between log directories: none here
+    # Kafka clears the throttles only when no reassignment is in progress in the cluster.
+    if not ongoing and not a["preserve_throttles"]:
+        _clear(r, reassignment_plan.topics_of(target))
     return 0
+
+
+def _ids(replicas: Any) -> str:
+    return ",".join(map(str, replicas))
+
+
+def _clear(r: AdminReassign, topics: list[str]) -> None:
+    brokers = sorted(b["broker_id"] for b in r.client.describe_cluster()["brokers"])
+    r.clear_throttles(topics, brokers)
+    print(f"Clearing broker-level throttles on broker{'s' if len(brokers) > 1 else ''} "
+          f"{_ids(brokers)}")  # fmt: skip
+    print(f"Clearing topic-level throttles on topic{'s' if len(topics) > 1 else ''} "
+          f"{','.join(topics)}")  # fmt: skip
 
 
 def _body(argv: list[str]) -> int:

@@ -247,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
                 _run(vars(args), action, AdminTopics(client))
             finally:
                 client.close()
+    except KeyboardInterrupt:
+        return 130
     except Exception as exc:  # TopicCommand: any failure is one line on stdout, exit 1
         print(f"Error while executing topic command : {exc}")
         return 1

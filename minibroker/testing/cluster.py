@@ -33,11 +33,11 @@ from minibroker.chaos import ProcessBackend
 from minibroker.client.admin_zk import create_topic as create_topic_in_zk
 from minibroker.client.admin_zk import wait_for_leaders
 from minibroker.faultproxy.model import LinkView
-from minibroker.localcluster import ClusterError, ClusterState
+from minibroker.localcluster import ClusterError, ClusterState, reaper
 from minibroker.localcluster.secure import configure_tools, forget_tools
 from minibroker.runtime.zk_store import ZkStore
 from minibroker.security.client_config import ClientSecurity, read_properties
-from minibroker.testing import faults, reaper, views, waits
+from minibroker.testing import faults, views, waits
 from minibroker.testing.faults import Action, Target
 from minibroker.testing.roles import coordinator_of
 from minibroker.testing.timeline import Event, Timeline
@@ -107,7 +107,8 @@ class Cluster:
         else:
             self._dir = self._given_dir
         self.started_ms = int(time.time() * 1000)
-        if not self.keep:  # tears the cluster down if this process dies without down()
+        theirs = (self._dir / localcluster.STATE_FILE).exists()  # a cluster already there
+        if not self.keep and not theirs:  # tears it down if this process dies without down()
             remove = self._dir.parent if self._given_dir is None else None
             self._reaper = reaper.start(self._dir, remove)
         overrides = [f"{k}={v}" for k, v in self.settings.items()]
@@ -123,7 +124,8 @@ class Cluster:
             self._zk = ZkStore(self._state.zk_connect, session_timeout_ms=10_000)
             self._zk.start()
         except BaseException:
-            self.down()
+            if not theirs:  # never tear down a cluster this one did not start
+                self.down()
             raise
         self.last_fault_ms = self.started_ms
         return self
@@ -131,10 +133,6 @@ class Cluster:
     def down(self) -> None:
         """Stop every process at once (SIGKILL after SIGTERM, no controlled shutdown) and
         remove the directory (unless `keep`). Safe to call twice."""
-        if self._reaper is not None:  # ours to end, by PID: this down() does its work
-            self._reaper.kill()
-            self._reaper.wait()
-            self._reaper = None
         if self._zk is not None:
             self._zk.stop()
             self._zk = None
@@ -148,6 +146,10 @@ class Cluster:
         if self._tools_configured:
             forget_tools()
             self._tools_configured = False
+        if self._reaper is not None:  # last: an interrupted down() leaves it on watch
+            self._reaper.kill()
+            self._reaper.wait()
+            self._reaper = None
 
     def __enter__(self) -> Cluster:
         return self.up()

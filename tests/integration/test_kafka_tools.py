@@ -6,6 +6,7 @@ refused with one line naming it."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
@@ -58,9 +59,15 @@ def test_kafka_topics_create_describe_alter_delete(cluster: Cluster) -> None:
     tool("kafka-topics", "--bootstrap-server", b, "--create", "--topic", "tools", "--if-not-exists")
     wait_until(lambda: cluster.leader("tools", 1) >= 0, timeout_s=30, what="tools has leaders")
 
+    def both_listed(flag: str, where: str) -> bool:
+        return {"tools", "tools_zk"} <= set(
+            tool("kafka-topics", flag, where, "--list").stdout.split()
+        )
+
     for flag, where in (("--bootstrap-server", b), ("--zookeeper", z)):
-        listed = tool("kafka-topics", flag, where, "--list").stdout.split()
-        assert {"tools", "tools_zk"} <= set(listed)
+        # the brokers' metadata follows ZooKeeper's
+        wait_until(functools.partial(both_listed, flag, where), timeout_s=30,
+                   what=f"both topics listed through {flag}")  # fmt: skip
     described = tool("kafka-topics", "--bootstrap-server", b, "--describe", "--topic", "tools")
     lines = described.stdout.splitlines()
     assert (
@@ -135,14 +142,20 @@ def test_kafka_topics_reports_follow_a_dead_broker(cluster: Cluster) -> None:
             timeout_s=30,
             what="shrunk",
         )
-        under = tool("kafka-topics", "--bootstrap-server", b, "--describe", "--topic", "reports",
-                     "--under-replicated-partitions").stdout.splitlines()  # fmt: skip
-        assert len(under) == 3 and all(
-            line.startswith("\tTopic: reports\tPartition: ") for line in under
-        )
-        at_min = tool("kafka-topics", "--bootstrap-server", b, "--describe", "--topic", "reports",
-                      "--at-min-isr-partitions").stdout.splitlines()  # fmt: skip
-        assert len(at_min) == 3
+
+        def report(flag: str) -> list[str]:
+            return tool("kafka-topics", "--bootstrap-server", b, "--describe", "--topic",
+                        "reports", flag).stdout.splitlines()  # fmt: skip
+
+        # The brokers' metadata follows ZooKeeper's ISR: wait for it.
+        def three_under() -> list[str] | None:
+            got = report("--under-replicated-partitions")
+            return got if len(got) == 3 else None
+
+        under = wait_until(three_under, timeout_s=30, what="3 under-replicated partitions")
+        assert all(line.startswith("\tTopic: reports\tPartition: ") for line in under)
+        wait_until(lambda: len(report("--at-min-isr-partitions")) == 3, timeout_s=30,
+                   what="3 partitions at min ISR")  # fmt: skip
     finally:
         cluster.start(killed.node)
     cluster.wait_until_fully_replicated("reports")

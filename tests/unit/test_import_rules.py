@@ -24,7 +24,6 @@ PURE = [
     "loadgen/source_options.py",
     "minibroker/history/model.py",
     "minibroker/history/rules.py",
-    "minibroker/history/check.py",
 ]
 MUST_EXIST = ["minibroker/core", "controller/logic"]
 

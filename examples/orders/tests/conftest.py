@@ -44,12 +44,13 @@ class Shop:
     def start_app(self, mode: str, *, work_ms: int = 10) -> subprocess.Popen[bytes]:
         self.mode, self.work_ms = mode, work_ms
         run = len(self.apps)
-        app = subprocess.Popen(
-            [sys.executable, str(APP), "--bootstrap", self.cluster.bootstrap_servers,
-             "--mode", mode, "--work-ms", str(work_ms),
-             "--record", str(self.directory / f"app-{run}.jsonl")],
-            stdout=(self.directory / f"app-{run}.out").open("wb"), stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        with (self.directory / f"app-{run}.out").open("wb") as out:  # the child keeps its own
+            app = subprocess.Popen(
+                [sys.executable, str(APP), "--bootstrap", self.cluster.bootstrap_servers,
+                 "--mode", mode, "--work-ms", str(work_ms),
+                 "--record", str(self.directory / f"app-{run}.jsonl")],
+                stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
         self.apps.append(app)
         return app
 
@@ -97,6 +98,11 @@ class Shop:
             )
             self.supervise()
             time.sleep(0.1)
+        run = len(self.apps) - 1  # a run restarted a moment ago: let it take SIGTERM first
+        out = self.directory / f"app-{run}.out"
+        while b"started" not in out.read_bytes():
+            assert time.monotonic() < deadline + 30, self.app_output()
+            time.sleep(0.05)
         self.apps[-1].terminate()
         assert self.apps[-1].wait(60) == 0, self.app_output()
 

@@ -118,6 +118,13 @@ def test_reading_again_below_the_groups_commit_is_beyond_at_least_once() -> None
         )
         == {}
     )
+    # A consumer that owned the partition since before the commit (a zombie whose session
+    # expired) returning records it had fetched: at-least-once's due.
+    zombie = read("a", 0, ms=20)
+    by_other = Commit("cons2", "g", (("t", 0, 2),), 15)
+    assert kinds(sent("a", 0), sent("b", 1), read("a", 0), read("b", 1), by_other, zombie) == {
+        "nonmonotonic-poll": 1
+    }
     # Another group has its own progress.
     other = read("a", 0, client="c3", group="h", ms=20)
     assert kinds(sent("a", 0), read("a", 0), commit, other) == {}

@@ -3,7 +3,7 @@ down (every process by the PID its state file records, then the directory) once 
 that owns it is gone: a test run killed with SIGKILL, a CI job's timeout, a closed terminal.
 A cluster stopped normally stops its reaper first (Cluster.down).
 
-    python -m minibroker.testing.reaper --dir D --owner PID [--remove DIR]
+    python -m minibroker.localcluster.reaper --dir D --owner PID --owner-start T [--remove DIR]
 """
 
 from __future__ import annotations
@@ -19,14 +19,16 @@ from pathlib import Path
 POLL_S = 0.5
 
 
-def alive(pid: int) -> bool:
+def start_time(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot, /proc/PID/stat field 22), None for a
+    process that is gone or a zombie: with the PID, it names one process, never a later one
+    that reused the PID."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == "Z" else fields[19]
 
 
 def reap(directory: Path, remove: Path | None) -> None:
@@ -41,8 +43,9 @@ def reap(directory: Path, remove: Path | None) -> None:
 
 def start(directory: Path, remove: Path | None) -> subprocess.Popen[bytes]:
     """A reaper for the cluster in `directory`, owned by this process."""
-    cmd = [sys.executable, "-m", "minibroker.testing.reaper", "--dir", str(directory),
-           "--owner", str(os.getpid())]  # fmt: skip
+    me = os.getpid()
+    cmd = [sys.executable, "-m", "minibroker.localcluster.reaper", "--dir", str(directory),
+           "--owner", str(me), "--owner-start", str(start_time(me))]  # fmt: skip
     if remove is not None:
         cmd += ["--remove", str(remove)]
     return subprocess.Popen(
@@ -55,9 +58,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--owner", type=int, required=True)
+    parser.add_argument("--owner-start", required=True)
     parser.add_argument("--remove", type=Path)
     args = parser.parse_args()
-    while alive(args.owner):
+    while start_time(args.owner) == args.owner_start:
         if not args.dir.parent.exists():
             return 0
         time.sleep(POLL_S)
