@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from minibroker.history.kafka_python import SendRecording, offsets_of, read_op
-from minibroker.history.model import ABORTED, COMMITTED, INFO, Assign, Commit, Recording
+from minibroker.history.kafka_python import ReadRecording, SendRecording
+from minibroker.history.model import ABORTED, COMMITTED, INFO, Recording
 
 
 class RecordingAIOProducer(SendRecording):
@@ -71,7 +71,7 @@ class RecordingAIOProducer(SendRecording):
         self._txn_offsets(offsets, group_id)
 
 
-class RecordingAIOConsumer:
+class RecordingAIOConsumer(ReadRecording):
     """An aiokafka.AIOKafkaConsumer that records."""
 
     def __init__(
@@ -79,10 +79,7 @@ class RecordingAIOConsumer:
     ) -> None:
         from aiokafka import AIOKafkaConsumer
 
-        self._recorder = recorder
-        self.name = recorder.client_name("consumer")
-        self.group = str(config.get("group_id") or "")
-        self.read_committed = config.get("isolation_level") == "read_committed"
+        super().__init__(recorder, config)
         self._client = AIOKafkaConsumer(**config)
         if topics:  # subscribed with a listener: each rebalance's assignment is recorded
             self.subscribe(list(topics))
@@ -98,7 +95,7 @@ class RecordingAIOConsumer:
                     await listener.on_partitions_revoked(revoked)
 
             async def on_partitions_assigned(self, assigned: Any) -> None:
-                recording._seeked(assigned)
+                recording._assigned(assigned)
                 if listener is not None:
                     await listener.on_partitions_assigned(assigned)
 
@@ -106,12 +103,6 @@ class RecordingAIOConsumer:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
-
-    def _read(self, r: Any) -> Any:
-        self._recorder.record(
-            read_op(self.name, self.group, self.read_committed, r, self._recorder.now_ms())
-        )
-        return r
 
     async def getone(self, *partitions: Any) -> Any:
         return self._read(await self._client.getone(*partitions))
@@ -133,38 +124,21 @@ class RecordingAIOConsumer:
         if offsets is None:
             offsets = {tp: await self._client.position(tp) for tp in self._client.assignment()}
         await self._client.commit(offsets)
-        self._recorder.record(
-            Commit(self.name, self.group, offsets_of(offsets), self._recorder.now_ms())
-        )
+        self._committed(offsets)
 
     async def seek_to_beginning(self, *partitions: Any) -> None:
         await self._client.seek_to_beginning(*partitions)
-        self._seeked(partitions or self._client.assignment())
+        self._assigned(partitions or self._client.assignment())
 
     async def seek_to_end(self, *partitions: Any) -> None:
         await self._client.seek_to_end(*partitions)
-        self._seeked(partitions or self._client.assignment())
+        self._assigned(partitions or self._client.assignment())
 
     async def seek_to_committed(self, *partitions: Any) -> Any:
         got = await self._client.seek_to_committed(*partitions)
-        self._seeked(partitions or self._client.assignment())
+        self._assigned(partitions or self._client.assignment())
         return got
-
-    def _seeked(self, partitions: Any) -> None:
-        self._recorder.record(
-            Assign(
-                self.name, self.group, tuple((p.topic, p.partition) for p in partitions),
-                self._recorder.now_ms(),
-            )
-        )  # fmt: skip
 
     def seek(self, partition: Any, offset: int) -> None:
         self._client.seek(partition, offset)
-        self._recorder.record(
-            Assign(
-                self.name,
-                self.group,
-                ((partition.topic, partition.partition),),
-                self._recorder.now_ms(),
-            )
-        )
+        self._assigned([partition])

@@ -146,7 +146,37 @@ class RecordingKafkaProducer(SendRecording):
         self._txn_offsets(offsets, group_id)
 
 
-class RecordingKafkaConsumer:
+class ReadRecording:
+    """What the kafka-python and aiokafka consumers share: their reads, commits and
+    assignments."""
+
+    def __init__(self, recorder: Recording, config: Mapping[str, Any]) -> None:
+        self._recorder = recorder
+        self.name = recorder.client_name("consumer")
+        self.group = str(config.get("group_id") or "")
+        self.read_committed = config.get("isolation_level") == "read_committed"
+
+    def _read(self, r: Any) -> Any:
+        self._recorder.record(
+            read_op(self.name, self.group, self.read_committed, r, self._recorder.now_ms())
+        )
+        return r
+
+    def _committed(self, offsets: Mapping[Any, Any]) -> None:
+        self._recorder.record(
+            Commit(self.name, self.group, offsets_of(offsets), self._recorder.now_ms())
+        )
+
+    def _assigned(self, partitions: Any) -> None:
+        self._recorder.record(
+            Assign(
+                self.name, self.group, tuple((p.topic, p.partition) for p in partitions),
+                self._recorder.now_ms(),
+            )
+        )  # fmt: skip
+
+
+class RecordingKafkaConsumer(ReadRecording):
     """A kafka.KafkaConsumer that records."""
 
     def __init__(
@@ -154,19 +184,11 @@ class RecordingKafkaConsumer:
     ) -> None:
         from kafka import KafkaConsumer
 
-        self._recorder = recorder
-        self.name = recorder.client_name("consumer")
-        self.group = str(config.get("group_id") or "")
-        self.read_committed = config.get("isolation_level") == "read_committed"
+        super().__init__(recorder, config)
         self._client = KafkaConsumer(*topics, **config)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
-
-    def _read(self, r: Any) -> None:
-        self._recorder.record(
-            read_op(self.name, self.group, self.read_committed, r, self._recorder.now_ms())
-        )
 
     def poll(self, *args: Any, **kw: Any) -> Any:
         batches = self._client.poll(*args, **kw)
@@ -192,17 +214,7 @@ class RecordingKafkaConsumer:
                 for tp in self._client.assignment()
             }
         self._client.commit(offsets)
-        self._recorder.record(
-            Commit(self.name, self.group, offsets_of(offsets), self._recorder.now_ms())
-        )
-
-    def _assigned(self, partitions: Any) -> None:
-        self._recorder.record(
-            Assign(
-                self.name, self.group, tuple((p.topic, p.partition) for p in partitions),
-                self._recorder.now_ms(),
-            )
-        )  # fmt: skip
+        self._committed(offsets)
 
     def subscribe(self, topics: Any = (), pattern: Any = None, listener: Any = None) -> None:
         """Each rebalance's assignment is recorded (the position may go back to the
@@ -240,4 +252,4 @@ class RecordingKafkaConsumer:
         self._assigned(partitions or self._client.assignment())
 
 
-__all__ = ["RecordingKafkaConsumer", "RecordingKafkaProducer", "SendRecording"]
+__all__ = ["ReadRecording", "RecordingKafkaConsumer", "RecordingKafkaProducer", "SendRecording"]

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from minibroker.cli.topics import parse_replica_assignment
 from minibroker.kafkatools.common import (
     ToolError,
     ToolParser,
@@ -24,6 +25,7 @@ from minibroker.kafkatools.topic_sources import (
     TopicDescription,
     ZkTopics,
 )
+from minibroker.localcluster import ClusterError
 
 Source = ZkTopics | AdminTopics
 TOOL = "kafka-topics"
@@ -72,11 +74,11 @@ def topic_matcher(pattern: str | None) -> re.Pattern[str]:
 
 
 def parse_assignment(text: str) -> dict[int, list[int]]:
-    """--replica-assignment 0:1:2,1:2:0: partition i's replicas are the i-th group."""
+    """--replica-assignment 0:1:2,1:2:0, read as `minibroker topics create` reads it."""
     try:
-        return {i: [int(b) for b in group.split(":")] for i, group in enumerate(text.split(","))}
-    except ValueError:
-        raise ToolError(f"--replica-assignment {text}: expected 0:1,1:2,... broker ids") from None
+        return {p: list(r) for p, r in parse_replica_assignment(text).items()}
+    except ClusterError as exc:
+        raise ToolError(str(exc)) from None
 
 
 def _validate(args: object, p: ToolParser) -> str:
