@@ -45,6 +45,9 @@ class CommittedOffset:
     record_offset: int
 
 
+NOT_APPENDED = -1  # a pending transactional offset whose record is still being appended
+
+
 @dataclass
 class GroupLog:
     """The groups and committed offsets of one partition of `__consumer_offsets`."""
@@ -78,11 +81,45 @@ class GroupLog:
         except RecordFormatError as exc:
             self.skipped.append((record_offset, str(exc)))
 
+    def prepare_txn_offsets(
+        self, producer_id: int, group: str, items: Iterable[tuple[TopicPartition, OffsetValue]]
+    ) -> dict[tuple[str, TopicPartition], CommittedOffset]:
+        """A TxnOffsetCommit's offsets, pending from before their record is appended
+        (GroupMetadata.prepareTxnOffsetCommit): a marker written meanwhile finds them."""
+        prepared = {(group, tp): CommittedOffset(v, NOT_APPENDED) for tp, v in items}
+        self.pending_txn.setdefault(producer_id, {}).update(prepared)
+        return prepared
+
+    def txn_offsets_appended(
+        self,
+        producer_id: int,
+        prepared: dict[tuple[str, TopicPartition], CommittedOffset],
+        base_offset: int | None,
+    ) -> None:
+        """Their append ended: at `base_offset` (onTxnOffsetCommitAppend), or failed (None:
+        failPendingTxnOffsetCommit, the client retries). Offsets a marker completed meanwhile,
+        or a later commit replaced, are left as they are."""
+        waiting = self.pending_txn.get(producer_id)
+        if waiting is None:
+            return
+        for i, (key, c) in enumerate(prepared.items()):
+            if waiting.get(key) is not c:
+                continue
+            if base_offset is None:
+                del waiting[key]
+            else:
+                waiting[key] = CommittedOffset(c.value, base_offset + i)
+        if not waiting:
+            del self.pending_txn[producer_id]
+
     def apply_marker(self, producer_id: int, commit: bool) -> None:
         """A transaction marker in the partition: the producer's waiting offsets are committed
         (where no newer record is loaded) or dropped."""
         for (group, tp), c in self.pending_txn.pop(producer_id, {}).items():
-            if not commit:
+            if not commit or c.record_offset == NOT_APPENDED:
+                # A commit marker before its offsets were appended: the coordinator answers
+                # EndTxn only after TxnOffsetCommit succeeded, so it cannot happen (Kafka
+                # throws IllegalStateException); an abort drops them either way.
                 continue
             loaded = self.offsets.setdefault(group, {})
             if tp not in loaded or loaded[tp].record_offset < c.record_offset:

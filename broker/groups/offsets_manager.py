@@ -227,11 +227,16 @@ class OffsetsManager:
     ) -> ErrorCode:
         """TxnOffsetCommit: the offsets as one transactional batch of the producer (id, epoch)
         at sequence 0, as Kafka's storeOffsets writes it; they wait, unseen by OffsetFetch,
-        until the producer's marker reaches the partition (on_markers)."""
+        until the producer's marker reaches the partition (on_markers). As in Kafka, they are
+        pending from before the append (GroupMetadata.prepareTxnOffsetCommit), so that a marker
+        written while the append waits for the ISR (the producer fenced and its transaction
+        aborted meanwhile) finds and drops them, rather than leaving them pending for good."""
         p = self.partition_of(group_id)
-        if p not in self.loaded:
+        log = self.loaded.get(p)
+        if log is None:
             return self.state(group_id)
         items = sorted(offsets.items())
+        prepared = log.prepare_txn_offsets(producer[0], group_id, items)
         tp = TopicPartition(OFFSETS_TOPIC, p)
         records = [
             NewRecord(offset_key(OffsetKey(group_id, t.topic, t.partition)), offset_value(v))
@@ -247,14 +252,8 @@ class OffsetsManager:
             internal=True, transactional_id=transactional_id,
         )  # fmt: skip
         error, base = results[tp].error, results[tp].base_offset
-        if error is not ErrorCode.NONE:
-            return commit_error(error)
-        log = self.loaded.get(p)
-        if log is not None:
-            waiting = log.pending_txn.setdefault(producer[0], {})
-            for i, (t, v) in enumerate(items):
-                waiting[(group_id, t)] = CommittedOffset(v, base + i)
-        return ErrorCode.NONE
+        log.txn_offsets_appended(producer[0], prepared, base if error is ErrorCode.NONE else None)
+        return commit_error(error) if error is not ErrorCode.NONE else ErrorCode.NONE
 
     def on_markers(self, producer_id: int, commit: bool, partitions: list[TopicPartition]) -> None:
         """A transaction marker was written to partitions led here (handleTxnCompletion)."""

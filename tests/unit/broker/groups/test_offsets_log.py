@@ -58,6 +58,29 @@ def test_transactional_offsets_wait_for_their_marker() -> None:
     assert log.pending_txn == {}
 
 
+def test_a_marker_during_the_append_of_transactional_offsets_completes_them() -> None:
+    """GroupMetadata's prepareTxnOffsetCommit / onTxnOffsetCommitAppend /
+    completePendingTxnOffsetCommit: the offsets are pending from before their append, so an
+    abort written while the append waits for the ISR (the producer fenced meanwhile) drops
+    them, and the append's end does not bring them back; a failed append unpends them."""
+    log = GroupLog()
+    value = OffsetValue(5, "", 0)
+    aborted = log.prepare_txn_offsets(7, "g", [(T0, value)])
+    assert set(log.pending_txn[7]) == {("g", T0)}  # OffsetFetch(require_stable): unstable
+    log.apply_marker(7, commit=False)
+    log.txn_offsets_appended(7, aborted, base_offset=40)
+    assert log.pending_txn == {} and log.offsets == {}
+
+    committed = log.prepare_txn_offsets(8, "g", [(T0, value), (T1, value)])
+    log.txn_offsets_appended(8, committed, base_offset=50)
+    log.apply_marker(8, commit=True)
+    assert {tp: c.record_offset for tp, c in log.offsets["g"].items()} == {T0: 50, T1: 51}
+
+    failed = log.prepare_txn_offsets(9, "g", [(T1, value)])
+    log.txn_offsets_appended(9, failed, base_offset=None)  # the client retries
+    assert log.pending_txn == {}
+
+
 def test_the_newer_record_wins_between_a_plain_and_a_transactional_commit() -> None:
     txn_wins = GroupLog()
     txn_wins.apply(*commit("g", T0, 1), 0)
