@@ -113,6 +113,7 @@ def finish_transaction(producer: Any, consumer: Any) -> bool:
                     continue
                 if not error.txn_requires_abort():
                     raise
+                print(f"transaction aborted ({error.name()}): the batch again", flush=True)
                 producer.abort_transaction(30)
                 rewind(consumer)
                 return False

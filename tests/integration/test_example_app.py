@@ -59,5 +59,7 @@ def test_the_example_suite_passes_in_a_fresh_virtualenv(tmp_path: Path) -> None:
     )  # fmt: skip
     said = [line for line in suite.stdout.splitlines() if line.startswith(("E ", "FAILED"))]
     summary = "\n".join(said[:150]) + "\n" + suite.stdout[-300:] + suite.stderr[-2000:]
+    for report in sorted((tmp_path / "artifacts").glob("*.txt")):  # the plugin's, on a failure
+        summary += f"\n---- {report.name} (the cluster then) ----\n{report.read_text()[-8000:]}"
     assert suite.returncode == 0, summary
     assert "7 passed" in suite.stdout, summary
