@@ -12,7 +12,8 @@ log tails attached to the report.
 - `minibroker_cluster`: a `minibroker.testing.Cluster`, shared by the tests of a module that
   ask for the same configuration (`scope="module"`, the default; `"session"` or `"function"`
   by the marker's `scope=` or the `minibroker_scope` ini option). The marker's other keywords
-  are the Cluster's (`brokers`, `controllers`, `profile`, `settings`, `proxy`, `secure`).
+  are the Cluster's (`brokers`, `controllers`, `profile`, `settings`, `proxy`, `secure`,
+  `compose`: the compose cluster, one at a time on a machine, so not under pytest-xdist).
 - `minibroker_topic`: a topic of its own for each test (3 partitions, RF 3 where there are
   three brokers, min.insync.replicas 2), named after the test.
 - `--minibroker-artifacts DIR`: a failing test's failure, timeline, states and log tails also
@@ -33,7 +34,7 @@ if TYPE_CHECKING:  # imported when a test asks for a cluster: pytest starts as f
     from minibroker.testing.cluster import Cluster
 
 SCOPES = ("function", "module", "session")
-CLUSTER_KEYS = ("brokers", "controllers", "profile", "settings", "proxy", "secure")
+CLUSTER_KEYS = ("brokers", "controllers", "profile", "settings", "proxy", "secure", "compose")
 _USED = pytest.StashKey["Cluster"]()
 _STARTED_MS = pytest.StashKey[int]()
 _REGISTRY = pytest.StashKey["Registry"]()
@@ -59,7 +60,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "minibroker(brokers=3, controllers=2, profile='demo', settings={}, proxy=False, "
-        "secure=False, scope='module'): the cluster minibroker_cluster hands this test",
+        "secure=False, compose=False, scope='module'): the cluster minibroker_cluster hands "
+        "this test",
     )
 
 
@@ -108,9 +110,7 @@ def _minibroker_registry(request: pytest.FixtureRequest) -> Iterator[Registry]:
     yield registry
     if registry.keep:
         for cluster in registry.clusters.values():
-            print(f"\nminibroker: left running in {cluster.directory} "
-                  f"(`minibroker cluster status --dir {cluster.directory}`; "
-                  f"`minibroker cluster down --dir {cluster.directory}` to stop it)")  # fmt: skip
+            print(f"\nminibroker: {cluster.deployment.kept()}")
     registry.close()
 
 

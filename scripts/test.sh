@@ -22,7 +22,7 @@ if [ $# -gt 0 ]; then
     echo "== pytest $*"
     exec "${PYTEST[@]}" "$@"
 fi
-COMPOSE=(tests/compose tests/compose_secure)
+COMPOSE=(tests/compose tests/compose_secure tests/compose_testbed)
 # The compose images build (deploy/build-images.sh: minutes on an engine without them) beside
 # the first part, at the lowest CPU priority: on xdist's workers no test waits for it, on one
 # process the first test that starts processes does (tests/early_image_build.py).
@@ -34,7 +34,7 @@ build=$!
 trap 'kill -- -$build 2>/dev/null || true; rm -f "$build_log" "$build_log.status"' EXIT
 echo "== pytest: all but the compose tests (images building: $build_log)"
 status=0
-"${PYTEST[@]}" --ignore=tests/compose --ignore=tests/compose_secure || status=$?
+"${PYTEST[@]}" --ignore=tests/compose --ignore=tests/compose_secure --ignore=tests/compose_testbed || status=$?
 echo "== pytest: the compose tests (on the Docker engine, alone: they time failovers)"
 .venv/bin/pytest "${COMPOSE[@]}" || status=$?
 exit $status

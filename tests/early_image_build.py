@@ -31,7 +31,7 @@ import pytest
 from minibroker.runtime.waiting import WaitTimeout, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
-COMPOSE = ("tests/compose/", "tests/compose_secure/")
+COMPOSE = ("tests/compose/", "tests/compose_secure/", "tests/compose_testbed/")
 IN_PROCESS = ("tests/unit/", "tests/fuzz/", "tests/sim/")  # they start no process
 WAIT_LIMIT_S = 3600.0
 STATUS_ENV = "MINIBROKER_EARLY_BUILD_STATUS"  # the file its exit code is written to

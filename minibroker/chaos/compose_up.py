@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -115,22 +116,29 @@ def compose_files(compose_file: Path, secure: bool) -> list[str]:
     return files
 
 
-def secure_dir(compose_file: Path) -> Path:
-    """Where the secure profile copies the host's security files: $MINIBROKER_SECURE_DIR, else
-    `secure` beside the compose file."""
-    named = os.environ.get(secure_compose.HOST_DIR_ENV)
+def secure_dir(compose_file: Path, env: Mapping[str, str] | None = None) -> Path:
+    """Where the secure profile copies the host's security files: $MINIBROKER_SECURE_DIR (of
+    `env`, by default this process's environment), else `secure` beside the compose file."""
+    named = (os.environ if env is None else env).get(secure_compose.HOST_DIR_ENV)
     return Path(named) if named else compose_file.parent / secure_compose.HOST_DIR_DEFAULT
 
 
-def up(project: str, compose_file: Path, timeout_s: float, secure: bool = False) -> str:
-    """Checks, `up -d`, and the wait; the lines to print."""
+def up(
+    project: str,
+    compose_file: Path,
+    timeout_s: float,
+    secure: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> str:
+    """Checks, `up -d`, and the wait; the lines to print. `env`: variables the compose file
+    reads (MINIBROKER_PROFILE, MINIBROKER_SETTINGS, ...) over this process's environment."""
     client = preflight(project)
     command = [*compose_command(), *compose_files(compose_file, secure), "-p", project, "up", "-d"]
-    env = dict(os.environ)
+    env = {**os.environ, **(env or {})}
     if secure:
         # An absolute folder, made by us (not by the engine, as root): the admin's client
         # properties then name files any working directory reaches.
-        host_dir = secure_dir(compose_file).resolve()
+        host_dir = secure_dir(compose_file, env).resolve()
         host_dir.mkdir(parents=True, exist_ok=True)
         env[secure_compose.HOST_DIR_ENV] = str(host_dir)
     started = time.monotonic()

@@ -19,39 +19,33 @@ exception); `keep=True` leaves both for inspection. `up()` and `down()` do the s
 from __future__ import annotations
 
 import random
-import shutil
-import subprocess
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from minibroker import localcluster
-from minibroker.chaos import ProcessBackend
+from minibroker import topology as t
+from minibroker.chaos import ChaosBackend, ProcessBackend
 from minibroker.client.admin_zk import create_topic as create_topic_in_zk
 from minibroker.client.admin_zk import wait_for_leaders
 from minibroker.faultproxy.model import LinkView
-from minibroker.localcluster import ClusterError, ClusterState, reaper
-from minibroker.localcluster.secure import configure_tools, forget_tools
+from minibroker.localcluster import ClusterError, ClusterState
 from minibroker.runtime.zk_store import ZkStore
-from minibroker.security.client_config import ClientSecurity, read_properties
+from minibroker.security.client_config import ClientSecurity
 from minibroker.testing import faults, views, waits
+from minibroker.testing.compose_deployment import ComposeDeployment
+from minibroker.testing.deployment import Deployment, ProcessDeployment, setting_text
 from minibroker.testing.faults import Action, Target
 from minibroker.testing.roles import coordinator_of
-from minibroker.testing.timeline import Event, Timeline
+from minibroker.testing.timeline import Event
 from minibroker.testing.views import PartitionState
 
 
-def _setting(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 class Cluster:
-    """A process-mode cluster (see the module docstring). `settings` are Kafka's names
+    """A process-mode cluster (see the module docstring), or with `compose=True` the compose
+    cluster (minibroker/testing/compose_deployment.py: deploy/docker-compose.yml's containers
+    under compose project `project`, the same API). `settings` are Kafka's names
     (`replica.lag.time.max.ms`, `min.insync.replicas`, ...) over the `profile`'s timings
     ("demo": ZooKeeper session 6 s, replica lag 3 s; "kafka": Kafka's own defaults).
     `proxy=True` puts the fault proxy on every link, Kafka clients' included (network
@@ -75,81 +69,65 @@ class Cluster:
         keep: bool = False,
         ready_timeout_s: float = 60.0,
         kafka_port_base: int | None = None,
+        compose: bool = False,
+        project: str | None = None,
+        compose_file: str | Path | None = None,
     ) -> None:
         self.brokers = brokers
         self.controllers = controllers
         self.profile = profile
-        self.settings = {k: _setting(v) for k, v in (settings or {}).items()}
+        self.settings = {k: setting_text(v) for k, v in (settings or {}).items()}
         self.proxy = proxy
         self.secure = secure
         self.keep = keep
-        self.ready_timeout_s = ready_timeout_s
-        self.kafka_port_base = kafka_port_base
-        self._given_dir = Path(directory) if directory is not None else None
-        self._dir: Path | None = None
-        self._state: ClusterState | None = None
+        self.compose = compose
+        self._deployment: Deployment
+        if compose:
+            _compose_refuses(brokers, controllers, proxy, directory, kafka_port_base)
+            self._deployment = ComposeDeployment(
+                profile=profile, settings=self.settings, secure=secure, keep=keep,
+                ready_timeout_s=ready_timeout_s, project=project,
+                compose_file=Path(compose_file) if compose_file is not None else None,
+            )  # fmt: skip
+        else:
+            if project is not None or compose_file is not None:
+                raise ClusterError("project= and compose_file= are compose=True's")
+            self._deployment = ProcessDeployment(
+                brokers=brokers, controllers=controllers, profile=profile,
+                settings=self.settings, proxy=proxy, secure=secure,
+                directory=Path(directory) if directory is not None else None, keep=keep,
+                ready_timeout_s=ready_timeout_s, kafka_port_base=kafka_port_base,
+            )  # fmt: skip
         self._zk: ZkStore | None = None
-        self._tools_configured = False
-        self._reaper: subprocess.Popen[bytes] | None = None
-        self._timeline = Timeline()
         self.started_ms = 0
         self.last_fault_ms = 0  # when the last fault was applied: the waits' default `since`
 
     # ---- life ----------------------------------------------------------------------------
 
     def up(self) -> Cluster:
-        """Start every process and wait until the brokers are registered and a controller is
-        elected; ClusterError (with the failing process's log tail) otherwise."""
-        if self._state is not None:
+        """Start every process (container) and wait until the brokers are registered and a
+        controller is elected; ClusterError (saying what failed) otherwise."""
+        if self._zk is not None:
             raise ClusterError("this cluster is already up")
-        if self._given_dir is None:
-            self._dir = Path(tempfile.mkdtemp(prefix="minibroker-")) / "cluster"
-        else:
-            self._dir = self._given_dir
         self.started_ms = int(time.time() * 1000)
-        theirs = (self._dir / localcluster.STATE_FILE).exists()  # a cluster already there
-        if not self.keep and not theirs:  # tears it down if this process dies without down()
-            remove = self._dir.parent if self._given_dir is None else None
-            self._reaper = reaper.start(self._dir, remove)
-        overrides = [f"{k}={v}" for k, v in self.settings.items()]
+        self._deployment.up()
         try:
-            self._state = localcluster.up(
-                self._dir, brokers=self.brokers, controllers=self.controllers,
-                overrides=overrides, profile=self.profile, proxy=self.proxy,
-                secure=self.secure, ready_timeout_s=self.ready_timeout_s,
-                kafka_port_base=self.kafka_port_base,
-            )  # fmt: skip
-            if self.secure:  # the admin's ZooKeeper login and gRPC certificate, for this process
-                self._tools_configured = configure_tools(self._dir)
-            self._zk = ZkStore(self._state.zk_connect, session_timeout_ms=10_000)
+            self._zk = ZkStore(self._deployment.zk_connect, session_timeout_ms=10_000)
             self._zk.start()
         except BaseException:
-            if not theirs:  # never tear down a cluster this one did not start
-                self.down()
+            self.down()
             raise
         self.last_fault_ms = self.started_ms
         return self
 
     def down(self) -> None:
-        """Stop every process at once (SIGKILL after SIGTERM, no controlled shutdown) and
-        remove the directory (unless `keep`). Safe to call twice."""
+        """Stop everything at once (a process-mode cluster: SIGKILL after SIGTERM, no
+        controlled shutdown; compose: `down -v`) and remove what it made (its directory; its
+        containers, network and volumes) unless `keep`. Safe to call twice."""
         if self._zk is not None:
             self._zk.stop()
             self._zk = None
-        if self._dir is not None and (self._dir / localcluster.STATE_FILE).exists():
-            state = ClusterState.load(self._dir)
-            if not self.keep:
-                localcluster.down(state, timeout_s=0)
-        if self._dir is not None and not self.keep and self._given_dir is None:
-            shutil.rmtree(self._dir.parent, ignore_errors=True)
-        self._state = None
-        if self._tools_configured:
-            forget_tools()
-            self._tools_configured = False
-        if self._reaper is not None:  # last: an interrupted down() leaves it on watch
-            self._reaper.kill()
-            self._reaper.wait()
-            self._reaper = None
+        self._deployment.down()
 
     def __enter__(self) -> Cluster:
         return self.up()
@@ -162,43 +140,46 @@ class Cluster:
     # ---- where it is -----------------------------------------------------------------------
 
     @property
+    def deployment(self) -> Deployment:
+        """Where it runs: processes (`.kind == "process"`) or containers (`"compose"`)."""
+        return self._deployment
+
+    @property
     def state(self) -> ClusterState:
-        """The cluster's processes as recorded now (PIDs change when nodes restart)."""
-        if self._dir is None or self._state is None:
-            raise ClusterError("the cluster is not up: use `with Cluster(...)` or up()")
-        self._state = ClusterState.load(self._dir)
-        return self._state
+        """A process-mode cluster's processes as recorded now (PIDs change when nodes
+        restart)."""
+        if not isinstance(self._deployment, ProcessDeployment):
+            raise ClusterError("a compose cluster has no process state: see cluster.nodes")
+        return self._deployment.state
 
     @property
     def directory(self) -> Path:
-        """The cluster's directory: state file, each node's data, `logs/`."""
+        """A process-mode cluster's directory: state file, each node's data, `logs/`."""
         return Path(self.state.dir)
 
     @property
     def zookeeper_connect(self) -> str:
-        return self.state.zk_connect
+        return self._deployment.zk_connect
 
     @property
     def nodes(self) -> list[str]:
         """Every node's name: zookeeper, broker-N, controller-N."""
-        return [p.name for p in self.state.processes if p.role not in localcluster.TOOL_ROLES]
+        return [n.name for n in self._deployment.nodes()]
 
     @property
     def bootstrap_servers(self) -> str:
         """Every broker's KAFKA listener (Kafka's wire protocol), for any Kafka client."""
-        brokers = self.state.by_role("broker")
-        return ",".join(f"{b.host}:{b.kafka_port}" for b in brokers)
+        return self._deployment.bootstrap_servers
 
     @property
     def grpc_bootstrap(self) -> str:
         """Every broker's gRPC address (minibroker's own Producer and Consumer)."""
-        return ",".join(b.address for b in self.state.by_role("broker"))
+        return ",".join(a for _, a in sorted(self._deployment.broker_addresses().items()))
 
     # ---- clients ---------------------------------------------------------------------------
 
     def _security(self) -> ClientSecurity:
-        path = self.state.admin_client_config
-        return read_properties(Path(path)) if path else ClientSecurity()
+        return self._deployment.security()
 
     def confluent_config(
         self, overrides: Mapping[str, Any] | None = None, **extra: Any
@@ -257,7 +238,7 @@ class Cluster:
     ) -> None:
         """Create `name` as kafka-topics --create does and wait until every partition has a
         leader."""
-        config = {k: _setting(v) for k, v in (configs or {}).items()}
+        config = {k: setting_text(v) for k, v in (configs or {}).items()}
         if min_insync_replicas is not None:
             config["min.insync.replicas"] = str(min_insync_replicas)
         create_topic_in_zk(self.zk, name, partitions, replication_factor, config, random.Random())
@@ -266,7 +247,7 @@ class Cluster:
     def partition(self, topic: str, partition: int = 0) -> PartitionState:
         """Leader, epoch, replicas and ISR from ZooKeeper; each replica's LEO and HW as its
         broker reports it (None where it did not answer: dead or paused)."""
-        return views.partition_state(self.state, self.zk, topic, partition)
+        return views.partition_state(self._deployment.broker_addresses(), self.zk, topic, partition)
 
     def leader(self, topic: str, partition: int = 0) -> int:
         """The leader's broker id (-1: none)."""
@@ -290,8 +271,8 @@ class Cluster:
 
     # ---- faults (minibroker/testing/faults.py) ----------------------------------------------
 
-    def _backend(self) -> ProcessBackend:
-        return ProcessBackend(self.directory)
+    def _backend(self) -> ChaosBackend:
+        return self._deployment.backend()
 
     def _apply(self, action: str, target: Target | None, **kw: Any) -> Action:
         done = faults.apply(self._backend(), views.Reader(self.zk), action, target, **kw)
@@ -342,14 +323,17 @@ class Cluster:
 
     def links(self) -> list[LinkView]:
         """Every link of the fault proxy (`proxy=True`): its faults, connections and bytes."""
-        return self._backend().network_links()
+        backend = self._backend()
+        if not isinstance(backend, ProcessBackend):
+            raise ClusterError("a compose cluster has no fault proxy, hence no links to list")
+        return backend.network_links()
 
     # ---- the timeline and waits (minibroker/testing/waits.py) --------------------------------
 
     def events(self, since: int | None = None, *kinds: str) -> list[Event]:
         """Every broker's and controller's events since `since` (epoch ms; default: the
         cluster's start), oldest first; only these `kinds` when given."""
-        events = self._timeline.read(self.state, self.started_ms if since is None else since)
+        events = self._deployment.events(self.started_ms if since is None else since)
         return [e for e in events if e.kind in kinds] if kinds else events
 
     def wait_for_isr_shrink(
@@ -383,3 +367,31 @@ class Cluster:
     ) -> dict[str, list[PartitionState]]:
         """Every partition (of `topics`, default all) led, with every replica in the ISR."""
         return waits.fully_replicated(self, topics, timeout_s)
+
+
+def _compose_refuses(
+    brokers: int,
+    controllers: int,
+    proxy: bool,
+    directory: str | Path | None,
+    kafka_port_base: int | None,
+) -> None:
+    """What compose=True cannot do, each refused with what to do instead."""
+    shape = (t.DEFAULT_BROKERS, t.DEFAULT_CONTROLLERS)
+    if (brokers, controllers) != shape:
+        raise ClusterError(
+            f"compose=True runs deploy/docker-compose.yml's {shape[0]} brokers and {shape[1]} "
+            f"controllers, not {brokers} and {controllers}: use process mode for another shape"
+        )
+    if proxy:
+        raise ClusterError(
+            "compose=True makes network faults inside the containers (isolate, "
+            "cut_from_zookeeper) and has no fault proxy: drop proxy=True"
+        )
+    if directory is not None:
+        raise ClusterError("compose=True keeps its data in Docker volumes: drop directory=")
+    if kafka_port_base not in (None, t.KAFKA_EXTERNAL_PORT_BASE + 1):
+        raise ClusterError(
+            f"compose=True publishes the Kafka ports {t.bootstrap_kafka_external()}: "
+            "drop kafka_port_base="
+        )

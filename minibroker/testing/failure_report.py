@@ -3,36 +3,25 @@ as ZooKeeper has them, the timeline since the test started, and each node's last
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from minibroker.client.admin_zk import all_topics, read_topic
 from minibroker.core.event_kinds import is_routine_event
-from minibroker.localcluster import TOOL_ROLES, process_state
 from minibroker.testing.cluster import Cluster
 
 TAIL_LINES = 15
 EVENTS = 200
 
 
-def _tail(path: str, lines: int = TAIL_LINES) -> list[str]:
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError:
-        return ["(no log)"]
-    return [line[:500] for line in text.splitlines()[-lines:]]
-
-
 def failure_report(cluster: Cluster, since_ms: int) -> str:
     """The report; never raises (a cluster half gone says what it could not read)."""
     out: list[str] = []
+    deployment = cluster.deployment
     try:
-        state = cluster.state
+        out.append(deployment.where())
+        nodes = deployment.nodes()
     except Exception as exc:  # the report of a failure must not fail
         return f"the cluster cannot be read: {exc}"
-    out.append(f"cluster: {state.dir} (ZooKeeper {state.zk_connect})")
-    for p in state.processes:
-        if p.role not in TOOL_ROLES:
-            out.append(f"  {p.name:<14} {process_state(p):<8} pid {p.pid}")
+    for n in nodes:
+        out.append(f"  {n.name:<14} {n.state:<9} {n.where}")
     try:
         out.append("partitions (ZooKeeper):")
         for topic in all_topics(cluster.zk):
@@ -47,17 +36,24 @@ def failure_report(cluster: Cluster, since_ms: int) -> str:
                 out.append(f"  {topic}-{partition}: replicas {list(replicas)}, {where}")
     except Exception as exc:
         out.append(f"  (ZooKeeper could not be read: {exc})")
-    events = [
-        e
-        for e in cluster.events(since_ms)
-        if e.kind != "log" and not is_routine_event(e.kind, e.get("cause"))
-    ]
+    try:
+        events = [
+            e
+            for e in cluster.events(since_ms)
+            if e.kind != "log" and not is_routine_event(e.kind, e.get("cause"))
+        ]
+    except Exception as exc:
+        events = []
+        out.append(f"(the timeline could not be read: {exc})")
     out.append(
         f"timeline since the test started ({len(events)} events, per-request HW moves left out):"
     )
     out += [f"  {e}" for e in events[-EVENTS:]]
-    for p in state.processes:
-        if p.role not in TOOL_ROLES:
-            out.append(f"{p.name}'s last log lines ({p.log_file}):")
-            out += [f"  {line}" for line in _tail(p.log_file)]
+    for n in nodes:
+        try:
+            tail = deployment.log_tail(n.name, TAIL_LINES)
+        except Exception as exc:
+            tail = [f"(its log could not be read: {exc})"]
+        out.append(f"{n.name}'s last log lines:")
+        out += [f"  {line}" for line in tail]
     return "\n".join(out)

@@ -8,7 +8,7 @@ same timeline, and `str(event)` is its line.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +90,46 @@ class _LogFile:
             if event is not None:
                 self.events.append(event)
         return self.events
+
+
+class _LogText:
+    """A container's log as the engine hands it over whole (it only grows while the container
+    exists: every life of it), parsed from where the last read stopped."""
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.parsed = 0
+        self.events: list[Event] = []
+
+    def read(self, text: str) -> list[Event]:
+        if len(text) < self.parsed:  # a new container under the same name: start again
+            self.parsed, self.events = 0, []
+        end = text.rfind("\n") + 1
+        if end > self.parsed:
+            for line in text[self.parsed : end].splitlines():
+                raw = parse_line(line)
+                event = None if raw is None else Event.from_line(raw, self.node)
+                if event is not None:
+                    self.events.append(event)
+            self.parsed = end
+        return self.events
+
+
+class ContainerTimeline:
+    """The merged timeline of a compose cluster's brokers and controllers, from their
+    containers' logs (`read_logs()`: the log text by node name)."""
+
+    def __init__(self, read_logs: Callable[[], Mapping[str, str]]) -> None:
+        self._read_logs = read_logs
+        self._logs: dict[str, _LogText] = {}
+
+    def read(self, since_ms: int = 0) -> list[Event]:
+        events: list[Event] = []
+        for node, text in self._read_logs().items():
+            log = self._logs.setdefault(node, _LogText(node))
+            events += (e for e in log.read(text) if e.ts_ms >= since_ms)
+        events.sort(key=lambda e: e.ts_ms)
+        return events
 
 
 class Timeline:

@@ -4,6 +4,7 @@ the controller decided), joined with each replica's LEO and HW as its broker rep
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -12,7 +13,6 @@ from minibroker.client.admin_zk import read_topic
 from minibroker.core.errors import ApiError, ErrorCode
 from minibroker.core.types import LeaderAndIsr, TopicPartition
 from minibroker.core.zk_layout import TopicZNode
-from minibroker.localcluster import ClusterState, is_alive
 from minibroker.runtime.zk_store import ZkStore
 
 # A paused broker accepts the connection and never answers: give up on it after this.
@@ -71,8 +71,11 @@ class Reader:
         return None if got is None else len(TopicZNode.decode(topic, got[0]).partitions)
 
 
-def partition_state(state: ClusterState, zk: ZkStore, topic: str, partition: int) -> PartitionState:
-    """The partition now; ApiError(UNKNOWN_TOPIC_OR_PARTITION) if it does not exist."""
+def partition_state(
+    brokers: Mapping[int, str], zk: ZkStore, topic: str, partition: int
+) -> PartitionState:
+    """The partition now, its replicas asked at `brokers` (gRPC addresses by broker id);
+    ApiError(UNKNOWN_TOPIC_OR_PARTITION) if it does not exist."""
     info = read_topic(zk, topic)
     if info is None or partition not in info.assignment:
         raise ApiError(
@@ -81,14 +84,13 @@ def partition_state(state: ClusterState, zk: ZkStore, topic: str, partition: int
     replicas = tuple(info.assignment[partition])
     zk_state = info.states.get(partition)
     want = tp(topic, partition)
-    brokers = {p.id: p for p in state.by_role("broker") if p.id in replicas}
 
     def ask(broker: int) -> ReplicaState:
-        process = brokers.get(broker)
-        if process is None or not is_alive(process):
+        address = brokers.get(broker)
+        if address is None:
             return ReplicaState(broker, None, None, None)
         try:
-            hosted = describe_broker(process.address, timeout_s=DESCRIBE_TIMEOUT_S).partitions
+            hosted = describe_broker(address, timeout_s=DESCRIBE_TIMEOUT_S).partitions
         except BrokerUnreachable:
             return ReplicaState(broker, None, None, None)
         r = hosted.get(want)

@@ -140,10 +140,14 @@ def start_block(name: str, env: dict[str, str]) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
-def leftovers(client: Any) -> list[str]:
-    """Containers, networks and volumes of the tests' project still on the engine."""
-    where = {"label": f"{PROJECT_LABEL}={PROJECT}"}
-    found = [f"container {c.name}" for c in client.containers.list(all=True, filters=where)]
+def leftovers(client: Any, project: str = PROJECT) -> list[str]:
+    """Containers, networks and volumes of the tests' project still on the engine (a sparse
+    listing: a container removed meanwhile is not inspected)."""
+    where = {"label": f"{PROJECT_LABEL}={project}"}
+    found = [
+        f"container {(c.attrs.get('Names') or [c.id])[0].lstrip('/')}"
+        for c in client.containers.list(all=True, filters=where, sparse=True)
+    ]
     found += [f"network {n.name}" for n in client.networks.list(filters=where)]
     found += [f"volume {v.name}" for v in client.volumes.list(filters=where)]
     return found
