@@ -11,7 +11,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from minibroker import topology as t
 from minibroker.chaos.backend import ChaosError
 from minibroker.chaos.compose import COMPLETED, PROJECT_LABEL, ComposeBackend, connect_docker
 from minibroker.localcluster import secure_compose
+from minibroker.runtime.settings import ConfigError, Settings
 
 COMPOSE_FILE = Path("deploy") / "docker-compose.yml"
 SECURE_FILE = "docker-compose.secure.yml"  # the secure profile, laid over the compose file
@@ -106,6 +107,31 @@ def preflight(project: str, client: Any | None = None) -> Any:
             "compose cluster: `docker-compose -p PROJECT down`) and try again"
         )
     return client
+
+
+def environment(profile: str | None, overrides: Sequence[str]) -> dict[str, str]:
+    """The variables the compose file hands every broker and controller for a profile and
+    `name=value` settings (MINIBROKER_PROFILE, MINIBROKER_SETTINGS; those not given are left to
+    the environment); ChaosError for settings it cannot carry, or that a node would refuse,
+    before any container starts."""
+    for pair in overrides:
+        name, _, value = pair.partition("=")
+        if name.strip() in t.DEPLOYMENT_SETTINGS:
+            raise ChaosError(
+                f"{name}: the compose file sets where nodes listen and store data; a compose "
+                "cluster cannot change it"
+            )
+        if not value or any(c in value for c in " ,\t\n"):
+            raise ChaosError(
+                f"{pair!r}: a compose cluster takes settings through $MINIBROKER_SETTINGS, "
+                "which cannot hold an empty value or one with a space or comma"
+            )
+    try:
+        Settings.load(profile=profile, overrides=overrides, environ={})
+    except ConfigError as exc:
+        raise ChaosError(str(exc)) from None
+    env = {"MINIBROKER_PROFILE": profile} if profile else {}
+    return env | ({"MINIBROKER_SETTINGS": " ".join(overrides)} if overrides else {})
 
 
 def compose_files(compose_file: Path, secure: bool) -> list[str]:

@@ -24,8 +24,20 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     up = csub.add_parser("up", help="start ZooKeeper, brokers and controllers; wait until ready")
     up.add_argument("--brokers", type=int, default=3)
     up.add_argument("--controllers", type=int, default=2)
-    up.add_argument("--profile", choices=sorted(PROFILES), default="demo")
-    up.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE")
+    up.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        help="timings: demo (the default) or kafka (Kafka 2.6's); with --compose, when not "
+        "given: $MINIBROKER_PROFILE's",
+    )
+    up.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting by Kafka's name, for every node (--compose: through $MINIBROKER_SETTINGS)",
+    )
     up.add_argument("--zk-port", type=int, default=None, help="pin ZooKeeper's port")
     up.add_argument(
         "--broker-port-base", type=int, default=None, help="broker N listens on BASE+N-1"
@@ -153,9 +165,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         # Containers start in dependency order (ZooKeeper, brokers, then what needs them), each
         # healthy only after its check passes: on a slow 2-core machine that took over 60 s.
         timeout_s = max(args.timeout, COMPOSE_UP_WAIT_S)
-        print(compose_up.up(args.compose, compose_file, timeout_s, secure=args.secure))
+        env = compose_up.environment(args.profile, args.overrides)
+        print(compose_up.up(args.compose, compose_file, timeout_s, secure=args.secure, env=env))
         return 0
     d = cluster_dir(args)
+    args.profile = args.profile or "demo"
     settings = Settings.load(profile=args.profile, overrides=args.overrides)
     print(settings.profile_summary())
     started = time.monotonic()

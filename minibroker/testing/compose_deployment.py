@@ -34,7 +34,6 @@ from minibroker.chaos.compose import PROJECT_LABEL, connect_docker
 from minibroker.localcluster import ClusterError, reaper, secure_compose
 from minibroker.localcluster.secure import configure_tools, forget_tools
 from minibroker.localcluster.state import ADMIN_CONFIG
-from minibroker.runtime.settings import ConfigError, Settings
 from minibroker.security.client_config import ClientSecurity, read_properties
 from minibroker.testing.deployment import TAIL_LINES, NodeRow
 from minibroker.testing.timeline import ContainerTimeline, Event
@@ -66,26 +65,8 @@ def find_compose_file(given: Path | None) -> Path:
 
 
 def environment(profile: str, settings: Mapping[str, str]) -> dict[str, str]:
-    """The variables the compose file hands its brokers and controllers; ClusterError for
-    settings it cannot carry, or that a node would refuse (checked here, before any container
-    starts)."""
-    for name, value in settings.items():
-        if name in t.DEPLOYMENT_SETTINGS:
-            raise ClusterError(
-                f"{name}: the compose file sets where nodes listen and store data; "
-                "compose=True cannot change it"
-            )
-        if not value or any(c in value for c in " ,\t\n"):
-            raise ClusterError(
-                f"{name}={value!r}: compose=True passes settings through $MINIBROKER_SETTINGS, "
-                "which cannot hold an empty value or one with a space or comma"
-            )
-    pairs = [f"{k}={v}" for k, v in settings.items()]
-    try:
-        Settings.load(profile=profile, overrides=pairs, environ={})
-    except ConfigError as exc:
-        raise ClusterError(str(exc)) from None
-    return {"MINIBROKER_PROFILE": profile, "MINIBROKER_SETTINGS": " ".join(pairs)}
+    """compose_up.environment, failing as ClusterError."""
+    return compose_up.environment(profile, [f"{k}={v}" for k, v in settings.items()])
 
 
 class ComposeDeployment:

@@ -37,7 +37,7 @@ def test_settings_go_through_minibroker_settings_or_are_refused() -> None:
     }
     with pytest.raises(ClusterError, match="space or comma"):
         environment("demo", {"log.dirs.x": "a,b"})
-    with pytest.raises(ClusterError, match="compose file sets where nodes listen"):
+    with pytest.raises(ClusterError, match="the compose file sets where nodes listen"):
         environment("demo", {"listeners": "PLAINTEXT://0.0.0.0:1"})
     with pytest.raises(ClusterError, match="no.such.setting"):
         environment("demo", {"no.such.setting": "1"})
