@@ -3,6 +3,7 @@
 # Docker engine cannot pull (no registry). Usage:
 #   bash deploy/build-images.sh              # local sources (the default)
 #   bash deploy/build-images.sh --registry   # official base images: `compose build`
+#   bash deploy/build-images.sh --swarm      # also the test swarm's node (deploy/swarm)
 # Local sources: Debian bookworm root filesystems made with mmdebstrap from the Debian mirror the
 # host's apt uses, imported with `docker import`, and a wheelhouse built on the host with
 # `pip wheel`; the Dockerfile then installs with PIP_OFFLINE=1. Idempotent and cached: a base
@@ -16,12 +17,14 @@ die() { echo "build-images: $*" >&2; exit 1; }
 say() { echo "build-images: $*"; }
 
 MODE=local
+SWARM=0
 for arg in "$@"; do
   case "$arg" in
     --registry) MODE=registry ;;
+    --swarm) SWARM=1 ;;
     --local) MODE=local ;;
     -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown argument '$arg' (use --registry, --local or --help)" ;;
+    *) die "unknown argument '$arg' (use --registry, --local, --swarm or --help)" ;;
   esac
 done
 
@@ -108,6 +111,10 @@ make_base minibroker-base-build:bookworm python3,python3-venv,python3-dev,gcc,li
 make_base minibroker-base-java:bookworm python3,passwd,openjdk-17-jre-headless,libzookeeper-java \
   & BASE_JOBS+=($!)
 make_base minibroker-base-net:bookworm iptables & BASE_JOBS+=($!)
+if [ "$SWARM" = 1 ]; then
+  make_base minibroker-base-dind:bookworm docker.io,fuse-overlayfs,iproute2,procps,ca-certificates \
+    & BASE_JOBS+=($!)
+fi
 trap 'kill "${BASE_JOBS[@]}" 2>/dev/null || true' EXIT  # a failed wheelhouse stops them too
 
 # ---- the wheelhouse: every Python package the images install, built on the host -------------
@@ -172,6 +179,16 @@ build_target loadgen minibroker-loadgen:dev
 for job in "${BUILD_JOBS[@]}"; do
   wait "$job" || die "an image could not be built (its error is above)"
 done
+if [ "$SWARM" = 1 ]; then
+  say "minibroker-swarm-node:dev: docker build deploy/swarm"
+  if ! docker build --force-rm -t minibroker-swarm-node:dev \
+       --build-arg NODE_IMAGE=minibroker-base-dind:bookworm deploy/swarm \
+       > "$STATE/build-swarm-node.log" 2>&1; then
+    tail -n 30 "$STATE/build-swarm-node.log" >&2
+    die "building minibroker-swarm-node:dev failed (whole log: $STATE/build-swarm-node.log)"
+  fi
+  PROJECT_IMAGES+=(minibroker-swarm-node:dev)
+fi
 # Images a rebuild replaced, and nothing else.
 docker image prune -f --filter label=org.minibroker.image >/dev/null
 

@@ -68,7 +68,17 @@ ENVIRONMENT: Mapping[str, str] = {
     "MINIBROKER_TLS_CA": "the CA certificate tools trust on the brokers' gRPC TLS listeners",
     "MINIBROKER_TLS_CERT": "a PEM (key and certificate) tools dial gRPC TLS listeners with",
     "MINIBROKER_SECURE_DIR": "where the compose secure profile copies the host's security files",
+    "MINIBROKER_COMPOSE_FILE": "the compose file Cluster(compose=True) runs outside a checkout",
+    # A prefix: MINIBROKER_HOST_BROKER_1, ... (host_variable), read by `docker stack deploy`.
+    "MINIBROKER_HOST_": "a swarm node's machine address, advertised to clients outside it",
 }
+
+
+def host_variable(node_name: str) -> str:
+    """The variable deploy/stack.yml advertises a node's machine address by (broker-1 ->
+    MINIBROKER_HOST_BROKER_1): clients outside the swarm dial it."""
+    return "MINIBROKER_HOST_" + node_name.upper().replace("-", "_")
+
 
 # Settings that say where a node listens, what it advertises and where it stores data. Every
 # other setting of a node must resolve the same in each deployment (tests compare them).
@@ -237,12 +247,14 @@ def proxied_settings(
     }
 
 
-def container_settings(node: Node) -> dict[str, str]:
-    """A container: INTERNAL for the other nodes, EXTERNAL published to the host. EXTERNAL is
-    advertised first because host-side tools take the first endpoint of a registration."""
+def container_settings(node: Node, external_host: str = "127.0.0.1") -> dict[str, str]:
+    """A container: INTERNAL for the other nodes, EXTERNAL published to the host (at
+    `external_host`: the host's loopback for compose, the node machine's address in a swarm).
+    EXTERNAL is advertised first because host-side tools take the first endpoint of a
+    registration."""
     internal, external = node.internal_port, node.external_port
     listeners = f"{INTERNAL}://0.0.0.0:{internal},{EXTERNAL}://0.0.0.0:{external}"
-    advertised = f"{EXTERNAL}://127.0.0.1:{external},{INTERNAL}://{node.name}:{internal}"
+    advertised = f"{EXTERNAL}://{external_host}:{external},{INTERNAL}://{node.name}:{internal}"
     names = [INTERNAL, EXTERNAL]
     if node.role == "broker":
         kafka_internal, kafka_external = BROKER_KAFKA_INTERNAL_PORT, node.kafka_external_port
@@ -251,7 +263,7 @@ def container_settings(node: Node) -> dict[str, str]:
             f"{KAFKA_EXTERNAL}://0.0.0.0:{kafka_external}"
         )
         advertised += (
-            f",{KAFKA_EXTERNAL}://127.0.0.1:{kafka_external},"
+            f",{KAFKA_EXTERNAL}://{external_host}:{kafka_external},"
             f"{KAFKA_INTERNAL}://{node.name}:{kafka_internal}"
         )
         names += [KAFKA_INTERNAL, KAFKA_EXTERNAL]
@@ -277,9 +289,12 @@ def node_args(node: Node, log_dir: str, settings: Mapping[str, str]) -> list[str
     return args
 
 
-def container_command(node: Node) -> list[str]:
+def container_command(
+    node: Node, external_host: str = "127.0.0.1", extra: Mapping[str, str] | None = None
+) -> list[str]:
     """The full command of a node's container (ZooKeeper and profile come from the env)."""
-    args = node_args(node, CONTAINER_LOG_DIR, container_settings(node))
+    settings = container_settings(node, external_host) | dict(extra or {})
+    args = node_args(node, CONTAINER_LOG_DIR, settings)
     return ["python", "-m", node.program, *args]
 
 

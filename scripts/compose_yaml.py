@@ -70,6 +70,11 @@ def emit(
         elif isinstance(value, Folded):
             lines.append(f"{pad}{key}: >-")
             lines += [f"{pad}  {line}" for line in value]
+        elif isinstance(value, list) and value and isinstance(value[0], Mapping):
+            lines.append(f"{pad}{key}:")  # a list of mappings (long-syntax ports): one a line
+            for item in value:
+                pairs = ", ".join(f"{k}: {scalar(v, flow=True)}" for k, v in item.items())
+                lines.append(f"{pad}  - {{{pairs}}}")
         elif isinstance(value, list):
             flow = f"{pad}{key}: [{', '.join(scalar(v, flow=True) for v in value)}]"
             if len(flow) <= 100 and len(value) <= 8:
