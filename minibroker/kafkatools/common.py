@@ -109,12 +109,15 @@ def typed(settings: dict[str, Any], defaults: Mapping[str, Any], flag: str) -> d
         if key.startswith(("security_", "sasl_", "ssl_")):
             raise ToolError(f"{flag} {key.replace('_', '.')}: put the login in the config file")
         default = defaults.get(key)
-        if isinstance(value, str) and isinstance(default, bool):
-            value = value.strip().lower() == "true"
-        elif isinstance(value, str) and isinstance(default, int):
-            value = int(value)
-        elif isinstance(value, str) and isinstance(default, float):
-            value = float(value)
+        try:
+            if isinstance(value, str) and isinstance(default, bool):
+                value = value.strip().lower() == "true"
+            elif isinstance(value, str) and isinstance(default, int) and key != "acks":
+                value = int(value)  # acks: a number or `all` (the console producer reads it)
+            elif isinstance(value, str) and isinstance(default, float):
+                value = float(value)
+        except ValueError:
+            raise ToolError(f"{flag} {key.replace('_', '.')}={value}: not a number") from None
         out[key] = value
     return out
 

@@ -74,8 +74,10 @@ def producer_settings(args: Any) -> dict[str, Any]:
             value = DEFAULTS.get(flag) if value is None else value
             if value is not None:
                 settings[name] = value
-    acks = settings.get("acks")
-    settings["acks"] = "all" if str(acks) in ("all", "-1") else int(acks or 1)
+    acks = str(settings.get("acks") or 1).strip()
+    if acks not in ("all", "-1", "0", "1"):
+        raise ToolError(f"acks={acks}: one of all, -1, 0, 1")
+    settings["acks"] = "all" if acks in ("all", "-1") else int(acks)
     for name in ("linger_ms", "request_timeout_ms", "retries", "retry_backoff_ms", "batch_size"):
         if name in settings:
             settings[name] = int(settings[name])

@@ -117,3 +117,25 @@ def test_delete_records_offsets_file() -> None:
                       ' {"topic": "t", "partition": 0, "offset": 2}]}')  # fmt: skip
     with pytest.raises(ToolError, match="not a valid JSON"):
         parse_offsets("{")
+
+
+def test_the_console_producer_takes_acks_as_kafka_does() -> None:
+    """`--producer-property acks=all` (Kafka's usual spelling) and `--request-required-acks -1`
+    both mean acks=all; a word where a number belongs is one clear error."""
+    import pytest
+
+    from minibroker.kafkatools.common import ToolError
+    from minibroker.kafkatools.console_producer import build_parser, producer_settings
+
+    def settings(*argv: str) -> dict[str, object]:
+        args = build_parser().parse_args(["--bootstrap-server", "h:1", "--topic", "t", *argv])
+        return producer_settings(args)
+
+    assert settings("--producer-property", "acks=all")["acks"] == "all"
+    assert settings("--request-required-acks", "-1")["acks"] == "all"
+    assert settings()["acks"] == 1  # Kafka's console producer default
+    assert settings("--producer-property", "linger.ms=5")["linger_ms"] == 5
+    with pytest.raises(ToolError, match="linger.ms=soon: not a number"):
+        settings("--producer-property", "linger.ms=soon")
+    with pytest.raises(ToolError, match="acks=most"):
+        settings("--producer-property", "acks=most")
