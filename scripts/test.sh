@@ -22,19 +22,19 @@ if [ $# -gt 0 ]; then
     echo "== pytest $*"
     exec "${PYTEST[@]}" "$@"
 fi
-COMPOSE=(tests/compose tests/compose_secure tests/compose_testbed)
+COMPOSE=(tests/compose tests/compose_secure tests/compose_testbed tests/swarm)
 # The compose images build (deploy/build-images.sh: minutes on an engine without them) beside
 # the first part, at the lowest CPU priority: on xdist's workers no test waits for it, on one
 # process the first test that starts processes does (tests/early_image_build.py).
 build_log=$(mktemp /tmp/minibroker-image-build-XXXXXX.log)
 export MINIBROKER_EARLY_BUILD_STATUS="$build_log.status"
-setsid nice -n 19 bash -c "bash deploy/build-images.sh > '$build_log' 2>&1; echo \$? > '$build_log.status'" \
+setsid nice -n 19 bash -c "bash deploy/build-images.sh --swarm > '$build_log' 2>&1; echo \$? > '$build_log.status'" \
     < /dev/null &
 build=$!
 trap 'kill -- -$build 2>/dev/null || true; rm -f "$build_log" "$build_log.status"' EXIT
 echo "== pytest: all but the compose tests (images building: $build_log)"
 status=0
-"${PYTEST[@]}" --ignore=tests/compose --ignore=tests/compose_secure --ignore=tests/compose_testbed || status=$?
+"${PYTEST[@]}" --ignore=tests/compose --ignore=tests/compose_secure --ignore=tests/compose_testbed --ignore=tests/swarm || status=$?
 echo "== pytest: the compose tests (on the Docker engine, alone: they time failovers)"
 .venv/bin/pytest "${COMPOSE[@]}" || status=$?
 exit $status

@@ -31,7 +31,7 @@ import pytest
 from minibroker.runtime.waiting import WaitTimeout, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
-COMPOSE = ("tests/compose/", "tests/compose_secure/", "tests/compose_testbed/")
+COMPOSE = ("tests/compose/", "tests/compose_secure/", "tests/compose_testbed/", "tests/swarm/")
 IN_PROCESS = ("tests/unit/", "tests/fuzz/", "tests/sim/")  # they start no process
 WAIT_LIMIT_S = 3600.0
 STATUS_ENV = "MINIBROKER_EARLY_BUILD_STATUS"  # the file its exit code is written to
@@ -50,7 +50,8 @@ class EarlyBuild:
         os.close(fd)
         self.log = Path(log)
         self.status = self.log.with_suffix(".status")
-        script = f'bash deploy/build-images.sh > "{self.log}" 2>&1; echo $? > "{self.status}"'
+        build = "bash deploy/build-images.sh --swarm"  # the swarm tests' node image too
+        script = f'{build} > "{self.log}" 2>&1; echo $? > "{self.status}"'
         self.proc = subprocess.Popen(
             ["nice", "-n", "19", "bash", "-c", script],
             cwd=ROOT,

@@ -11,8 +11,10 @@ mount -o remount,rw /sys
 for controller in /sys/fs/cgroup/*/; do
   mount -o remount,bind,rw "$controller"
 done
+# A machine that comes back (the node container started again after a kill) boots with an
+# empty /run, as a real one does: the engine's and containerd's state from before is gone.
+rm -rf /run/docker /run/containerd /run/docker.pid /run/docker.sock /run/minibroker-node/docker.sock
 mkdir -p /run/minibroker-node
-rm -f /run/minibroker-node/docker.sock /var/run/docker.pid
 exec dockerd \
   --host unix:///run/minibroker-node/docker.sock \
   --host unix:///var/run/docker.sock \
