@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,10 +31,10 @@ from minibroker import topology as t
 from minibroker.chaos import ChaosError, ComposeBackend, compose_up
 from minibroker.chaos.compose import PROJECT_LABEL, connect_docker
 from minibroker.localcluster import ClusterError, reaper, secure_compose
-from minibroker.localcluster.secure import configure_tools, forget_tools
+from minibroker.localcluster.secure import configure_tools
 from minibroker.localcluster.state import ADMIN_CONFIG
 from minibroker.security.client_config import ClientSecurity, read_properties
-from minibroker.testing.deployment import TAIL_LINES, NodeRow
+from minibroker.testing.deployment import TAIL_LINES, NodeRow, Owned
 from minibroker.testing.timeline import ContainerTimeline, Event
 
 DEFAULT_PROJECT = "minibroker-testbed"
@@ -69,7 +68,7 @@ def environment(profile: str, settings: Mapping[str, str]) -> dict[str, str]:
     return compose_up.environment(profile, [f"{k}={v}" for k, v in settings.items()])
 
 
-class ComposeDeployment:
+class ComposeDeployment(Owned):
     """The compose cluster under `project` (see the module docstring)."""
 
     kind = "compose"
@@ -93,8 +92,6 @@ class ComposeDeployment:
         self._secure_dir: Path | None = None
         self._client: Any = None
         self._started = False
-        self._tools_configured = False
-        self._reaper: subprocess.Popen[bytes] | None = None
         self._timeline = ContainerTimeline(lambda: self.backend().node_logs())
 
     def up(self) -> None:
@@ -132,13 +129,7 @@ class ComposeDeployment:
             if self._secure_dir is not None:
                 shutil.rmtree(self._secure_dir, ignore_errors=True)
         self._started = False
-        if self._tools_configured:
-            forget_tools()
-            self._tools_configured = False
-        if self._reaper is not None:  # last: an interrupted down() leaves it on watch
-            self._reaper.kill()
-            self._reaper.wait()
-            self._reaper = None
+        self.release()
 
     def _up_or_raise(self) -> None:
         if not self._started:
@@ -187,10 +178,9 @@ class ComposeDeployment:
         backend = ComposeBackend(self.project, self.zk_connect, client=self._client)
         health = backend.health()
         rows = []
-        for n in backend.nodes():
-            where = backend.describe(n.name)
-            service = where.rsplit("service ", 1)[-1]
-            rows.append(NodeRow(n.name, health.get(service, backend.state(n.name)), where))
+        for n in backend.nodes():  # each node is the compose service of its name
+            state = health.get(n.name) or backend.state(n.name)
+            rows.append(NodeRow(n.name, state, backend.describe(n.name)))
         return rows
 
     def log_tail(self, name: str, lines: int = TAIL_LINES) -> list[str]:

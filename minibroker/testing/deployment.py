@@ -77,7 +77,27 @@ def setting_text(value: object) -> str:
     return str(value)
 
 
-class ProcessDeployment:
+class Owned:
+    """What a test cluster holds in this process besides the cluster itself: its reaper (which
+    tears the cluster down if this process dies without down()) and, for a secure cluster,
+    the admin's login and certificate configured for this process's tools."""
+
+    _reaper: subprocess.Popen[bytes] | None = None
+    _tools_configured = False
+
+    def release(self) -> None:
+        """The end of down(): the tools forgotten, and last the reaper stopped (an interrupted
+        down() leaves it on watch)."""
+        if self._tools_configured:
+            forget_tools()
+            self._tools_configured = False
+        if self._reaper is not None:
+            self._reaper.kill()
+            self._reaper.wait()
+            self._reaper = None
+
+
+class ProcessDeployment(Owned):
     """Real local processes in a directory (a new temporary one unless given), with a reaper
     that tears them down if the process that started them dies without down()."""
 
@@ -104,8 +124,6 @@ class ProcessDeployment:
         self._given_dir = directory
         self._dir: Path | None = None
         self._state: ClusterState | None = None
-        self._tools_configured = False
-        self._reaper: subprocess.Popen[bytes] | None = None
         self._timeline = Timeline()
 
     def up(self) -> None:
@@ -140,13 +158,7 @@ class ProcessDeployment:
         if self._dir is not None and not self.keep and self._given_dir is None:
             shutil.rmtree(self._dir.parent, ignore_errors=True)
         self._state = None
-        if self._tools_configured:
-            forget_tools()
-            self._tools_configured = False
-        if self._reaper is not None:  # last: an interrupted down() leaves it on watch
-            self._reaper.kill()
-            self._reaper.wait()
-            self._reaper = None
+        self.release()
 
     @property
     def state(self) -> ClusterState:

@@ -140,10 +140,11 @@ def start_block(name: str, env: dict[str, str]) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
-def leftovers(client: Any, project: str = PROJECT) -> list[str]:
-    """Containers, networks and volumes of the tests' project still on the engine (a sparse
-    listing: a container removed meanwhile is not inspected)."""
-    where = {"label": f"{PROJECT_LABEL}={project}"}
+def leftovers(client: Any, project: str = PROJECT, label: str = PROJECT_LABEL) -> list[str]:
+    """Containers, networks and volumes of the tests' project (those whose `label` is
+    `project`) still on the engine (a sparse listing: a container removed meanwhile is not
+    inspected)."""
+    where = {"label": f"{label}={project}"}
     found = [
         f"container {(c.attrs.get('Names') or [c.id])[0].lstrip('/')}"
         for c in client.containers.list(all=True, filters=where, sparse=True)

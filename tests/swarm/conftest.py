@@ -8,7 +8,6 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 
@@ -49,17 +48,6 @@ class Swarm:
         return zk
 
 
-def leftovers(client: Any) -> list[str]:
-    where = {"label": f"{LAB_LABEL}={PREFIX}"}
-    found = [
-        f"container {c.id[:12]}"
-        for c in client.containers.list(all=True, filters=where, sparse=True)
-    ]
-    found += [f"volume {v.name}" for v in client.volumes.list(filters=where)]
-    found += [f"network {n.name}" for n in client.networks.list(filters=where)]
-    return found
-
-
 @pytest.fixture(scope="package")
 def swarm() -> Iterator[Swarm]:
     client = engine.engine_or_skip()
@@ -80,4 +68,4 @@ def swarm() -> Iterator[Swarm]:
         yield Swarm(lab, stack)
     finally:
         lab.down()
-        assert leftovers(client) == [], "left behind by the swarm lab"
+        assert engine.leftovers(client, PREFIX, LAB_LABEL) == [], "left behind by the swarm lab"
