@@ -71,6 +71,8 @@ ENVIRONMENT: Mapping[str, str] = {
     "MINIBROKER_COMPOSE_FILE": "the compose file Cluster(compose=True) runs outside a checkout",
     # A prefix: MINIBROKER_HOST_BROKER_1, ... (host_variable), read by `docker stack deploy`.
     "MINIBROKER_HOST_": "a swarm node's machine address, advertised to clients outside it",
+    "MINIBROKER_SWARM_ENGINES": "each swarm node's Docker engine, for faults on its tasks",
+    "MINIBROKER_SWARM_LAB": "the swarm lab `minibroker swarm lab` acts on (its prefix)",
 }
 
 

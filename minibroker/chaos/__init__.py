@@ -29,6 +29,7 @@ from minibroker.chaos.targets import (
     ReaderFactory,
     Resolved,
     is_alias,
+    is_target,
     parse_target,
     resolve_target,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "Resolved",
     "backend_for",
     "is_alias",
+    "is_target",
     "parse_target",
     "perform",
     "resolve_target",

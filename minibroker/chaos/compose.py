@@ -39,18 +39,18 @@ DEFAULT_PROJECT = os.environ.get("COMPOSE_PROJECT_NAME") or "minibroker"
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 
 # Docker's container states; "restarting" counts as running (it is coming back by itself).
-_STATES: dict[str, NodeState] = {"running": "running", "restarting": "running", "paused": "paused"}
+STATES: dict[str, NodeState] = {"running": "running", "restarting": "running", "paused": "paused"}
 # The states each action acts in (ChaosBackend's rules), and the pairs that change nothing.
-_ALIVE: tuple[NodeState, ...] = ("running", "paused")
-_NEEDS: dict[str, tuple[NodeState, ...]] = {
-    "kill": _ALIVE,
-    "stop": _ALIVE,
-    "pause": _ALIVE,
-    "resume": _ALIVE,
+ALIVE: tuple[NodeState, ...] = ("running", "paused")
+NEEDS: dict[str, tuple[NodeState, ...]] = {
+    "kill": ALIVE,
+    "stop": ALIVE,
+    "pause": ALIVE,
+    "resume": ALIVE,
     "start": ("dead",),
     "restart": ("running", "paused", "dead"),
 }
-_NO_CHANGE = {("pause", "paused"), ("resume", "running")}
+NO_CHANGE = {("pause", "paused"), ("resume", "running")}
 
 
 class Container(Protocol):
@@ -69,7 +69,7 @@ class Container(Protocol):
     def logs(self, *, stdout: bool, stderr: bool) -> bytes: ...
 
 
-def _engine_errors() -> tuple[type[Exception], ...]:
+def engine_errors() -> tuple[type[Exception], ...]:
     # requests' errors (the engine went away mid-call) are OSErrors; the SDK's own are not.
     try:
         from docker.errors import DockerException
@@ -78,7 +78,7 @@ def _engine_errors() -> tuple[type[Exception], ...]:
     return (cast(type[Exception], DockerException), OSError)
 
 
-def _one_line(exc: Exception) -> str:
+def one_line(exc: Exception) -> str:
     text = getattr(exc, "explanation", None) or str(exc) or type(exc).__name__
     return " ".join(str(text).split())
 
@@ -101,9 +101,9 @@ def connect_docker() -> Any:
     try:
         client = docker.from_env()
         client.ping()
-    except _engine_errors() as exc:
+    except engine_errors() as exc:
         raise ChaosError(
-            f"no Docker engine reachable at {where}: {advice} [{_one_line(exc)}]"
+            f"no Docker engine reachable at {where}: {advice} [{one_line(exc)}]"
         ) from None
     return client
 
@@ -122,8 +122,8 @@ class ComposeBackend:
     def _engine(self, what: str, call: Callable[[], Any]) -> Any:
         try:
             return call()
-        except _engine_errors() as exc:
-            raise ChaosError(f"{what}: the Docker engine said: {_one_line(exc)}") from None
+        except engine_errors() as exc:
+            raise ChaosError(f"{what}: the Docker engine said: {one_line(exc)}") from None
 
     def _containers(self) -> tuple[list[tuple[Node, Container]], list[str]]:
         """The project's node containers with their node, from a fresh listing, and the names
@@ -178,7 +178,7 @@ class ComposeBackend:
         return node_or_raise(self.nodes(), name, self._where())
 
     def state(self, name: str) -> NodeState:
-        return _STATES.get(str(self._container(name).status), "dead")
+        return STATES.get(str(self._container(name).status), "dead")
 
     def describe(self, name: str) -> str:
         c = self._container(name)
@@ -186,10 +186,10 @@ class ComposeBackend:
 
     def _do(self, action: str, name: str, call: Callable[[Container], None]) -> None:
         c = self._container(name)
-        state = _STATES.get(str(c.status), "dead")
-        if (action, state) in _NO_CHANGE:
+        state = STATES.get(str(c.status), "dead")
+        if (action, state) in NO_CHANGE:
             return
-        if state not in _NEEDS[action]:
+        if state not in NEEDS[action]:
             is_now = "already running" if action == "start" else "not running"
             raise ChaosError(f"{name} is {is_now} (container {c.name} is {c.status})")
         self._engine(f"{action} {name} (container {c.name})", lambda: call(c))

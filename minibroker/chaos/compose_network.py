@@ -103,7 +103,7 @@ class ComposeNetwork:
                 rules.append(f"iptables -w -A {CHAIN} -s {address} -j DROP")
             if fault.direction in ("both", "out"):
                 rules.append(f"iptables -w -A {CHAIN} -d {address} -j DROP")
-        self._iptables(target, [*self._chain_hooks(), *rules])
+        self.iptables(target, [*self.chain_hooks(), *rules])
         return [f"{target.node.name}->{name}" for name, _ in peers]
 
     def _peers(
@@ -159,17 +159,17 @@ class ComposeNetwork:
             )
             healed.append(f"{target.node.name}->all ({network.name})")
         if target.container.status == "running":
-            listing = self._iptables(target, [f"iptables -w -S {CHAIN} 2>/dev/null || true"])
+            listing = self.iptables(target, [f"iptables -w -S {CHAIN} 2>/dev/null || true"])
             drops = [line for line in listing.splitlines() if line.startswith(f"-A {CHAIN}")]
             if drops:
-                self._iptables(target, [f"iptables -w -F {CHAIN}"])
+                self.iptables(target, [f"iptables -w -F {CHAIN}"])
                 healed.append(f"{target.node.name}: {len(drops)} iptables rule(s)")
         return healed
 
     # ---- the helper -----------------------------------------------------------------------
 
     @staticmethod
-    def _chain_hooks() -> list[str]:
+    def chain_hooks() -> list[str]:
         return [
             f"iptables -w -N {CHAIN} 2>/dev/null || true",
             *(
@@ -179,7 +179,7 @@ class ComposeNetwork:
             ),
         ]
 
-    def _iptables(self, target: Member, commands: list[str]) -> str:
+    def iptables(self, target: Member, commands: list[str]) -> str:
         """Run `commands` (sh, each must succeed) in `target`'s network namespace."""
         self._helper_image()
         script = " && ".join(f"( {c} )" for c in commands)

@@ -60,6 +60,15 @@ def is_alias(target: str) -> bool:
     return target in ALIASES or _PARTITION_ALIAS.fullmatch(target) is not None
 
 
+def is_target(text: str) -> bool:
+    """Whether `text` reads as a target (a node name or an alias), whatever its topic."""
+    return (
+        bool(_NODE.fullmatch(text))
+        or text in ("controller", "leader", "follower")
+        or (_PARTITION_ALIAS.fullmatch(text) is not None)
+    )
+
+
 def parse_target(text: str, topic: str | None = None) -> Target:
     """Check a target's syntax; `topic` is the partition-0 topic of a bare leader/follower."""
     if _NODE.fullmatch(text):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from minibroker import chaos, localcluster
 from minibroker.chaos import compose_up
-from minibroker.cli import network
+from minibroker.cli import network, swarm
 from minibroker.cli.locate import add_dir_argument, cluster_dir
 from minibroker.runtime.settings import PROFILES, Settings
 from minibroker.topology import DASHBOARD_PORT
@@ -77,7 +77,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="start the compose cluster instead (deploy/docker-compose.yml; checks the engine, "
         "the images and the ports first, then waits until every service is healthy)",
     )
-    up.add_argument("--file", type=Path, help="with --compose: the compose file")
+    swarm.add_swarm_argument(
+        up,
+        "deploy deploy/stack.yml as a stack on a swarm instead (deploy/SWARM.md) and wait "
+        "until every service is healthy",
+    )
+    up.add_argument(
+        "--file", type=Path, help="with --compose: the compose file; with --swarm: the stack file"
+    )
     up.add_argument(
         "--secure",
         action="store_true",
@@ -92,6 +99,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     st = csub.add_parser("status", help="processes, the active controller, registered brokers")
     st.add_argument("--json", action="store_true")
     _add_compose_argument(st, "the compose cluster's containers, their health and ports")
+    swarm.add_swarm_argument(st, "the stack's tasks: where each runs, its state and health")
     add_dir_argument(st)
     st.set_defaults(func=cmd_status)
 
@@ -114,6 +122,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     dn = csub.add_parser("down", help="stop every process of the cluster")
     _add_compose_argument(dn, "take the compose cluster down, its volumes too (`down -v`)")
     dn.add_argument("--file", type=Path, help="with --compose: the compose file")
+    swarm.add_swarm_argument(dn, "remove the stack, and its volumes on every node named")
     add_dir_argument(dn)
     dn.set_defaults(func=cmd_down)
 
@@ -137,6 +146,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             metavar="PROJECT",
             help=f"act on the containers of a compose cluster (project {chaos.DEFAULT_PROJECT})",
         )
+        swarm.add_swarm_argument(a, "act on the tasks of a swarm stack, wherever they run")
         a.add_argument(
             "--zk",
             help=f"a compose cluster's ZooKeeper (aliases); $MINIBROKER_ZK or {chaos.DEFAULT_ZK}",
@@ -144,6 +154,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         a.add_argument("--topic", help="leader/follower mean those of partition 0 of this topic")
         a.set_defaults(func=cmd_action, action=action)
     network.add_parsers(csub)
+    swarm.add_node_parsers(csub)
 
 
 COMPOSE_UP_WAIT_S = 180.0
@@ -160,6 +171,9 @@ def _add_compose_argument(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    if args.swarm is not None:
+        env = compose_up.environment(args.profile, args.overrides)
+        return swarm.cmd_up(args, env, max(args.timeout, COMPOSE_UP_WAIT_S))
     if args.compose is not None:
         compose_file = args.file or compose_up.find_compose_file()
         # Containers start in dependency order (ZooKeeper, brokers, then what needs them), each
@@ -257,6 +271,8 @@ def render_status(st: localcluster.ClusterStatus) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    if args.swarm is not None:
+        return swarm.cmd_status(args)
     if args.compose is not None:
         rows = compose_up.status(args.compose)
         text = json.dumps(rows, indent=2) if args.json else None
@@ -272,6 +288,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
+    if args.swarm is not None:
+        return swarm.cmd_down(args)
     if args.compose is not None:
         print(compose_up.down(args.compose, args.file or compose_up.find_compose_file()))
         return 0
@@ -287,24 +305,13 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
-def _target_and_project(args: argparse.Namespace) -> tuple[str, str | None]:
-    target, project = args.target, args.compose
-    if target is None and project not in (None, chaos.DEFAULT_PROJECT):
-        # `kill --compose broker-2`: argparse gave the target to --compose's optional value.
-        target, project = project, chaos.DEFAULT_PROJECT
-    if target is None:
-        raise chaos.ChaosError(f"{args.action} what? give a target: {TARGETS}")
-    return target, project
-
-
 def cmd_action(args: argparse.Namespace) -> int:
-    target, project = _target_and_project(args)
-    chaos.parse_target(target, args.topic)  # a typo fails before a cluster is looked for
-    backend = chaos.backend_for(
-        cluster_dir=args.dir if project is not None else cluster_dir(args),
-        compose_project=project,
-        zk=args.zk,
-    )
+    network.take_target_back(args)
+    if args.target is None:
+        raise chaos.ChaosError(f"{args.action} what? give a target: {TARGETS}")
+    chaos.parse_target(args.target, args.topic)  # a typo fails before a cluster is looked for
+    backend = network.backend_of(args)
+    target = args.target
     resolved = chaos.resolve_target(backend, target, topic=args.topic)
     chaos.perform(backend, args.action, resolved.name)
     details = ", ".join(filter(None, [resolved.reason, backend.describe(resolved.name)]))

@@ -1,7 +1,8 @@
 """`minibroker cluster isolate|delay|throttle|heal|links`: network faults through the chaos
 interface: on a process-mode cluster started with `--proxy` (the loopback fault proxy), or with
 `--compose` on a compose cluster's containers (`isolate` and `heal`: network disconnects and
-iptables rules, minibroker/chaos/compose_network.py)."""
+iptables rules, minibroker/chaos/compose_network.py), or with `--swarm` on a stack's tasks
+(iptables rules, minibroker/swarm/network.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import json
 from typing import Literal
 
 from minibroker import chaos
+from minibroker.cli import swarm
 from minibroker.cli.locate import add_dir_argument, cluster_dir
 from minibroker.faultproxy.model import LinkView
+from minibroker.swarm.access import DEFAULT_STACK
 
 TARGETS = "broker-N, controller-N, zookeeper, controller, leader, follower, leader:TOPIC-P"
 PEERS_HELP = (
@@ -64,9 +67,11 @@ def _common(p: argparse.ArgumentParser) -> None:
         metavar="PROJECT",
         help=f"act on the containers of a compose cluster (project {chaos.DEFAULT_PROJECT})",
     )
+    swarm.add_swarm_argument(p, "act on the tasks of a swarm stack (iptables in each task)")
     p.add_argument(
         "--zk",
-        help=f"a compose cluster's ZooKeeper (aliases); $MINIBROKER_ZK or {chaos.DEFAULT_ZK}",
+        help=f"ZooKeeper of a compose or swarm cluster (aliases); $MINIBROKER_ZK or "
+        f"{chaos.DEFAULT_ZK}",
     )
 
 
@@ -75,11 +80,28 @@ def _peers(text: str) -> tuple[str, ...]:
     return () if peers in ((), ("all",)) else peers
 
 
-def _backend(args: argparse.Namespace) -> chaos.ChaosBackend:
-    project = getattr(args, "compose", None)
-    if project is not None and args.target is None and project != chaos.DEFAULT_PROJECT:
-        # `heal --compose broker-2`: argparse gave the target to --compose's optional value.
-        args.target, project = project, chaos.DEFAULT_PROJECT
+def take_target_back(args: argparse.Namespace) -> None:
+    """`kill --compose broker-2`, `heal --swarm broker-2`: argparse gave the target to the
+    flag's optional value; it is the target, and the flag names the default."""
+    if args.target is not None:
+        return
+    for flag, default in (("compose", chaos.DEFAULT_PROJECT), ("swarm", DEFAULT_STACK)):
+        value = getattr(args, flag, None)
+        if value not in (None, default) and chaos.is_target(value):
+            args.target = value
+            setattr(args, flag, default)
+
+
+def backend_of(args: argparse.Namespace) -> chaos.ChaosBackend:
+    """The backend `--compose [PROJECT]`, `--swarm [STACK]` or `--dir` names."""
+    take_target_back(args)
+    project, stack = getattr(args, "compose", None), getattr(args, "swarm", None)
+    if project is not None and stack is not None:
+        raise chaos.ChaosError("give a compose project (--compose) or a stack (--swarm), not both")
+    if stack is not None:
+        if args.dir is not None:
+            raise chaos.ChaosError("give a cluster dir (--dir) or a stack (--swarm), not both")
+        return swarm.swarm_backend(stack, args.zk)
     if project is None:
         return chaos.ProcessBackend(cluster_dir(args))
     return chaos.backend_for(cluster_dir=args.dir, compose_project=project, zk=args.zk)
@@ -93,7 +115,7 @@ def _resolve(backend: chaos.ChaosBackend, args: argparse.Namespace) -> tuple[str
 
 
 def cmd_fault(args: argparse.Namespace) -> int:
-    backend = _backend(args)
+    backend = backend_of(args)
     chaos.parse_target(args.target, args.topic)
     name, who = _resolve(backend, args)
     peers = _peers(args.peers)  # the proxy checks them: node names or groups
@@ -124,7 +146,7 @@ def cmd_fault(args: argparse.Namespace) -> int:
 
 
 def cmd_heal(args: argparse.Namespace) -> int:
-    backend = _backend(args)
+    backend = backend_of(args)
     if args.target is None:
         healed = backend.heal_network(None)
         who = "every link"

@@ -2,7 +2,8 @@
 minibroker-swarm-node:dev (deploy/swarm: Debian's Docker Engine inside) with its own engine,
 joined into one swarm (the first node its manager), the project's images loaded into every
 engine with `docker save | docker load` (no registry), and the node labels deploy/stack.yml
-places ZooKeeper and the brokers by: node-N runs broker-N, node-1 ZooKeeper too.
+places ZooKeeper, the brokers and the controllers by: node-N runs broker-N, node-1 ZooKeeper
+too, node-2 and node-3 controller-1 and controller-2.
 
 The host reaches each engine at a unix socket bind-mounted from the node
 (`<dir>/node-N/docker.sock`): `docker -H unix://...` as `docker -H ssh://machine` on real
@@ -16,6 +17,7 @@ container on it with it) and comes back by `docker start` (the engine's data is 
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -26,12 +28,18 @@ from pathlib import Path
 from typing import Any
 
 from minibroker import topology as t
-from minibroker.chaos.compose import connect_docker
+from minibroker.chaos.compose import DEFAULT_SOCKET
+from minibroker.chaos.compose_network import CHAIN, ComposeNetwork
 from minibroker.localcluster import ClusterError
+from minibroker.swarm.access import ENGINES_VARIABLE, SwarmAccess
 
 NODE_IMAGE = "minibroker-swarm-node:dev"
 LAB_LABEL = "org.minibroker.swarm-lab"  # on every container, volume and network of a lab
-STACK_IMAGES = (t.RUNTIME_IMAGE, t.ZOOKEEPER_IMAGE)
+LAB_VARIABLE = "MINIBROKER_SWARM_LAB"  # the lab `minibroker swarm lab ...` acts on
+DEFAULT_PREFIX = "mbswarm"
+STACK_IMAGES = (t.RUNTIME_IMAGE, t.ZOOKEEPER_IMAGE, t.NETFAULT_IMAGE)
+HOST_ENGINE = DEFAULT_SOCKET  # this machine's engine: the lab's machines are its containers
+SOCKET_MOUNT = "/run/minibroker-node"  # where a node's engine puts its docker.sock
 MTU = 1400  # these machines' engines use 1400; the overlay inside takes VXLAN's 50 off it
 
 
@@ -45,6 +53,16 @@ class LabNode:
     @property
     def docker_host(self) -> str:
         return f"unix://{self.socket_dir}/docker.sock"
+
+
+def host_engine() -> Any:
+    """This machine's own engine, where the lab's machines run: never $DOCKER_HOST, which the
+    lab's exports point at its manager."""
+    import docker
+
+    client = docker.DockerClient(base_url=HOST_ENGINE)
+    client.ping()
+    return client
 
 
 def docker(node: LabNode, *args: str, check: bool = True, timeout: float = 120) -> str:
@@ -61,7 +79,7 @@ def docker(node: LabNode, *args: str, check: bool = True, timeout: float = 120) 
 class SwarmLab:
     def __init__(
         self,
-        prefix: str = "mbswarm",
+        prefix: str = DEFAULT_PREFIX,
         nodes: int = 3,
         *,
         storage_driver: str = "overlay2",
@@ -72,7 +90,7 @@ class SwarmLab:
         self.count = nodes
         self.storage_driver = storage_driver
         self.images = tuple(images)
-        self.client = client if client is not None else connect_docker()
+        self.client = client if client is not None else host_engine()
         self.dir: Path | None = None
         self.nodes: list[LabNode] = []
 
@@ -85,7 +103,9 @@ class SwarmLab:
 
     # ---- up --------------------------------------------------------------------------------
 
-    def up(self, timeout_s: float = 180) -> SwarmLab:
+    def up(self, timeout_s: float = 180, *, form: bool = True) -> SwarmLab:
+        """Start the machines; with `form`, also the swarm, its labels and the images (without:
+        bare engines, for deploy/SWARM.md's own commands)."""
         if self.client.containers.list(all=True, filters={"label": f"{LAB_LABEL}={self.prefix}"}):
             raise ClusterError(
                 f"a swarm lab {self.prefix!r} exists already: `minibroker swarm lab down` first"
@@ -98,8 +118,9 @@ class SwarmLab:
             ) from None
         try:
             self._start_nodes(timeout_s)
-            self._form_swarm()
-            self._load_images()
+            if form:
+                self._form_swarm()
+                self._load_images()
         except BaseException:
             self.down()
             raise
@@ -123,13 +144,14 @@ class SwarmLab:
             # AppArmor profile, /proc unmasked (the CLI's systempaths, which the SDK lacks);
             # the entrypoint makes /sys and the cgroup controllers writable.
             run = subprocess.run(
-                ["docker", "run", "-d", "--name", self.container_name(i), "--hostname", name,
+                ["docker", "-H", HOST_ENGINE, "run", "-d", "--name", self.container_name(i),
+                 "--hostname", name,
                  "--label", f"{LAB_LABEL}={self.prefix}", "--network", self.network,
                  "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE", "--device", "/dev/fuse",
                  "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
                  "--security-opt", "systempaths=unconfined",
                  "-e", f"NODE_STORAGE_DRIVER={self.storage_driver}", "-e", f"NODE_MTU={MTU}",
-                 "-v", f"{volume}:/var/lib/docker", "-v", f"{sockets}:/run/minibroker-node",
+                 "-v", f"{volume}:/var/lib/docker", "-v", f"{sockets}:{SOCKET_MOUNT}",
                  NODE_IMAGE],
                 capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL,
             )  # fmt: skip
@@ -167,6 +189,9 @@ class SwarmLab:
             labels = [f"minibroker.broker-{i}=true"] if i <= t.DEFAULT_BROKERS else []
             if i == 1:
                 labels.append(f"minibroker.{t.ZOOKEEPER}=true")
+            # controller-1 on node-2, controller-2 on node-3 (deploy/SWARM.md): never together.
+            if 2 <= i <= t.DEFAULT_CONTROLLERS + 1:
+                labels.append(f"minibroker.controller-{i - 1}=true")
             for label in labels:
                 docker(manager, "node", "update", "--label-add", label, node.name)
 
@@ -176,7 +201,7 @@ class SwarmLab:
         assert self.dir is not None
         archive = self.dir / "images.tar"
         saved = subprocess.run(
-            ["docker", "save", "-o", str(archive), *self.images],
+            ["docker", "-H", HOST_ENGINE, "save", "-o", str(archive), *self.images],
             capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL,
         )  # fmt: skip
         if saved.returncode != 0:
@@ -189,6 +214,51 @@ class SwarmLab:
                 docker(node, "load", "-q", "-i", str(archive), timeout=600)
         finally:
             archive.unlink(missing_ok=True)
+
+    def attach(self) -> SwarmLab:
+        """The nodes of a lab already up (started by another process), by its label."""
+        found = self.client.containers.list(
+            all=True, filters={"label": f"{LAB_LABEL}={self.prefix}"}
+        )
+        if not found:
+            raise ClusterError(f"no swarm lab {self.prefix!r} here: `minibroker swarm lab up`")
+        nodes = []
+        for c in sorted(found, key=lambda c: c.name):
+            sockets = next(
+                m["Source"] for m in c.attrs["Mounts"] if m["Destination"] == SOCKET_MOUNT
+            )
+            address = (c.attrs["NetworkSettings"]["Networks"].get(self.network) or {}).get(
+                "IPAddress", ""
+            )
+            nodes.append(LabNode(c.attrs["Config"]["Hostname"], c.name, address, Path(sockets)))
+        self.nodes = sorted(nodes, key=lambda n: int(n.name.rsplit("-", 1)[1]))
+        self.dir = self.nodes[0].socket_dir.parent
+        return self
+
+    def access(self) -> SwarmAccess:
+        """The manager (node-1) and every node's engine, as the CLI takes them."""
+        return SwarmAccess(self.nodes[0].docker_host, {n.name: n.docker_host for n in self.nodes})
+
+    def variables(self) -> dict[str, str]:
+        """What every later command needs, by deploy/SWARM.md's names: the manager and every
+        node's engine (SwarmAccess), each node's engine and address (NODE1, ADDR1, ...),
+        ZooKeeper's address, and the address each broker advertises outside the swarm."""
+        access = self.access()
+        out = {
+            "DOCKER_HOST": access.manager,
+            ENGINES_VARIABLE: ",".join(f"{k}={v}" for k, v in sorted(access.engines.items())),
+        }
+        for i, n in enumerate(self.nodes, start=1):
+            out |= {f"NODE{i}": n.docker_host, f"ADDR{i}": n.address}
+        out["MINIBROKER_ZK"] = f"{self.nodes[0].address}:{t.ZOOKEEPER_PORT}"
+        out[LAB_VARIABLE] = self.prefix  # `minibroker swarm lab kill node-2` finds this lab
+        for i in range(1, min(t.DEFAULT_BROKERS, len(self.nodes)) + 1):
+            out[t.host_variable(f"broker-{i}")] = self.nodes[i - 1].address
+        return out
+
+    def exports(self) -> str:
+        """variables() as shell lines (`eval "$(minibroker swarm lab up)"`)."""
+        return "\n".join(f"export {k}={shlex.quote(v)}" for k, v in self.variables().items())
 
     # ---- faults on machines ------------------------------------------------------------------
 
@@ -208,6 +278,30 @@ class SwarmLab:
         node = self.node(name)
         self.client.containers.get(node.container).start()
         self._wait_engine(node, time.monotonic() + timeout_s)
+
+    def cut_node(self, name: str) -> list[str]:
+        """The machine is cut from the other machines (the host, where clients run, still
+        reaches it): DROP rules for their addresses in the node container's own namespace,
+        which carries its engine's swarm, gossip and overlay (VXLAN) traffic."""
+        node = self.node(name)
+        others = [n for n in self.nodes if n.name != name]
+        rules = [
+            f"iptables -w -A {CHAIN} -{side} {n.address} -j DROP"
+            for n in others
+            for side in ("s", "d")
+        ]
+        self._iptables(node, [*ComposeNetwork.chain_hooks(), *rules])
+        return [f"{name}->{n.name}" for n in others]
+
+    def heal_node(self, name: str) -> None:
+        self._iptables(self.node(name), [f"iptables -w -F {CHAIN} 2>/dev/null || true"])
+
+    def _iptables(self, node: LabNode, commands: list[str]) -> None:
+        script = " && ".join(f"( {c} )" for c in commands)
+        self.client.containers.run(
+            t.NETFAULT_IMAGE, ["sh", "-c", script], network_mode=f"container:{node.container}",
+            cap_add=["NET_ADMIN"], labels={LAB_LABEL: self.prefix}, remove=True,
+        )  # fmt: skip
 
     # ---- down ------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from minibroker import topology as t
 from minibroker.localcluster import ClusterError
+from minibroker.swarm.access import SwarmAccess
 
 STACK_FILE = Path("deploy") / "stack.yml"
 ROLE_LABEL = t.ROLE_LABEL
@@ -49,31 +50,39 @@ class Task:
     node: str  # the swarm node's hostname ("" while unscheduled)
     state: str  # Swarm's task state: running, failed, shutdown, ...
     container: str
+    error: str = ""  # why Swarm rejected or failed it
 
 
-def _client(address: str) -> Any:
+def client_for(address: str) -> Any:
     import docker
 
-    return docker.DockerClient(base_url=address)
+    # ssh:// through the system's ssh client (keys, known hosts and config as the docker CLI
+    # uses them) rather than paramiko.
+    return docker.DockerClient(base_url=address, use_ssh_client=address.startswith("ssh://"))
 
 
 class Stack:
     """A deployed stack `name`, through its manager's engine and every node's engine."""
 
-    def __init__(self, name: str, manager: str, engines: Mapping[str, str]) -> None:
-        self.name, self.manager_address, self.engines = name, manager, dict(engines)
-        self.manager = _client(manager)
+    def __init__(self, name: str, access: SwarmAccess) -> None:
+        self.name, self.access = name, access
+        self.manager = client_for(access.manager)
         self._clients: dict[str, Any] = {}
         self._node_names: dict[str, str] = {}
 
     def engine(self, node: str) -> Any:
-        if node not in self.engines:
-            raise ClusterError(
-                f"no engine known for swarm node {node!r} (have {sorted(self.engines)})"
-            )
+        """A Docker SDK client of the node's own engine (SwarmAccess names it)."""
         if node not in self._clients:
-            self._clients[node] = _client(self.engines[node])
+            self._clients[node] = client_for(self.access.engine(node))
         return self._clients[node]
+
+    def service(self, service: str) -> Any:
+        return self.manager.services.get(f"{self.name}_{service}")
+
+    def container_labels(self, service: str) -> dict[str, str]:
+        """The labels the stack file gives the service's containers (role, node id)."""
+        spec = self.service(service).attrs["Spec"]["TaskTemplate"]["ContainerSpec"]
+        return dict(spec.get("Labels") or {})
 
     def _node_name(self, node_id: str) -> str:
         if node_id not in self._node_names:
@@ -91,14 +100,14 @@ class Stack:
 
     def task(self, service: str) -> Task:
         """The service's newest task."""
-        found = self.manager.services.get(f"{self.name}_{service}").tasks()
+        found = self.service(service).tasks()
         if not found:
             return Task(service, "", "pending", "")
         newest = max(found, key=lambda x: x.get("CreatedAt", ""))
         status = newest.get("Status") or {}
         container = (status.get("ContainerStatus") or {}).get("ContainerID", "")
         node = self._node_name(newest["NodeID"]) if newest.get("NodeID") else ""
-        return Task(service, node, str(status.get("State", "")), container)
+        return Task(service, node, str(status.get("State", "")), container, status.get("Err", ""))
 
     def container(self, service: str) -> Any:
         """The container of the service's newest task, on its node's engine."""
@@ -113,7 +122,7 @@ class Stack:
         for service in self.services():
             task = self.task(service)
             state = task.state
-            if task.state == "running" and task.container:
+            if task.state == "running" and task.container and task.node in self.access.engines:
                 try:
                     c = self.engine(task.node).containers.get(task.container)
                     state = ((c.attrs.get("State") or {}).get("Health") or {}).get(
@@ -132,5 +141,9 @@ class Stack:
                 return health
             broken = {s: h for s, h in health.items() if h in ("failed", "rejected", "complete")}
             if broken or time.monotonic() > deadline:
-                raise ClusterError(f"stack {self.name} is not healthy: {health}")
+                errors = {s: self.task(s).error for s in broken}
+                why = "; ".join(f"{s}: {e}" for s, e in errors.items() if e)
+                raise ClusterError(
+                    f"stack {self.name} is not healthy: {health}" + (f" ({why})" if why else "")
+                )
             time.sleep(1)
