@@ -8,8 +8,9 @@ write.
 
 What a swarm needs that compose does not (deploy/SWARM.md says why):
 - placement: ZooKeeper and each broker on the node labelled for it (`minibroker.zookeeper`,
-  `minibroker.broker-N`: its volume lives on that node); controllers and the dashboard anywhere
-  (the dashboard on a manager);
+  `minibroker.broker-N`: its volume lives on that node), each controller on its own labelled
+  node (`minibroker.controller-N`: two on one machine would die together); the dashboard on a
+  manager;
 - published ports in host mode on the node that runs the task (the routing mesh would hand a
   Kafka client's connection to any broker), and DNS round robin endpoints (no virtual IPs:
   neither needs the kernel's IPVS, which some kernels, these machines' among them, lack);
@@ -37,6 +38,7 @@ OUT = ROOT / "deploy" / "stack.yml"
 NETWORK = "minibroker"
 ZK_WAIT_MS = 300_000  # how long a node waits for ZooKeeper when it starts (no depends_on)
 RESTART = "${MINIBROKER_SWARM_RESTART:-none}"
+RACK_SETTING = "broker.rack={{.Node.Hostname}}"
 
 
 def host_ports(*ports: int) -> list[dict[str, Any]]:
@@ -78,6 +80,11 @@ def swarm_node(n: t.Node) -> dict[str, Any]:
     }
     if n.role == "broker":
         service["volumes"] = [f"{n.name}-data:{t.CONTAINER_DATA_DIR}"]
+        # Kafka's broker.rack names the machine (Swarm fills the template in per task): it is
+        # in the broker's registration, where the dashboard and Kafka clients read it.
+        env = dict(service["environment"])
+        env["MINIBROKER_SETTINGS"] = f"{RACK_SETTING} {env['MINIBROKER_SETTINGS']}"
+        service["environment"] = env
     return service | {
         "labels": n.labels,
         "healthcheck": {
@@ -88,7 +95,9 @@ def swarm_node(n: t.Node) -> dict[str, Any]:
             "start_period": "60s",
         },  # fmt: skip
         "stop_grace_period": "30s",
-        "deploy": deploy(label_constraint(n.name) if n.role == "broker" else None),
+        # Brokers by label for their data; controllers by label so that Swarm cannot put both
+        # on one machine (whose loss would then leave no controller at all).
+        "deploy": deploy(label_constraint(n.name)),
     }
 
 
@@ -123,10 +132,12 @@ def header() -> list[str]:
         "#",
         "#   docker stack deploy -c deploy/stack.yml minibroker   # walkthrough: deploy/SWARM.md",
         "#",
-        "# Before deploying, label the nodes: ZooKeeper and each broker run where their label is",
-        "# (their data lives in that node's volumes):",
+        "# Before deploying, label the nodes: ZooKeeper, each broker and each controller run where",
+        "# their label is (ZooKeeper's and a broker's data live in that node's volumes; the two",
+        "# controllers belong on different nodes):",
         "#   docker node update --label-add minibroker.zookeeper=true NODE",
         "#   docker node update --label-add minibroker.broker-1=true NODE   (broker-2, broker-3)",
+        "#   docker node update --label-add minibroker.controller-1=true NODE   (controller-2)",
         "# Ports are published in host mode on the node that runs each task (not 127.0.0.1 only).",
         f"# Clients outside the swarm reach each node at the address in {hosts}",
         "# (default 127.0.0.1: a one-machine swarm). MINIBROKER_SWARM_RESTART=any lets Swarm",

@@ -209,6 +209,7 @@ def _broker(
         "alive": registered is not None,
         "broker_epoch": registered[1] if registered else None,
         "endpoints": list(registered[0].endpoints) if registered else [],
+        "rack": (registered[0].rack or "") if registered else "",
         "answered": report is not None,
         "error": error or "",
         "throttle": _throttle(report),

@@ -46,6 +46,7 @@ function renderCluster() {
     el("td", {}, b.name),
     el("td", { class: b.alive ? "alive" : "dead" }, b.alive ? (b.answered ? "alive" : "registered, not answering") : "down"),
     el("td", {}, b.broker_epoch ?? "-"),
+    el("td", { "data-rack": b.rack }, b.rack || "-"),
     el("td", {}, b.endpoints.join(" ")),
     el("td", { "data-throttle": b.throttle ? "on" : "off" }, throttleText(b.throttle)),
     el("td", {}, ...(faultMode === null ? [el("span", { class: "hint", title: faultsHint }, "see below")]

@@ -150,3 +150,14 @@ def test_the_builder_keeps_a_quiet_partitions_object_and_remakes_a_changed_one()
     gone = builder.build(inputs((1, 2), silent))["partitions"][0]
     assert gone["replicas_state"][2]["reachable"] is False
     assert gone == build_state(inputs((1, 2), silent))["partitions"][0]
+
+
+def test_each_broker_shows_its_rack_the_machine_on_a_swarm() -> None:
+    racked = {
+        b: (BrokerRegistration(b, (f"PLAINTEXT://10.0.0.{b}:9092",), rack=f"node-{b}"), 1000 + b)
+        for b in (1, 2)
+    }
+    state = build_state(inputs((1, 2), healthy_reports(), brokers=racked))
+    assert {b["name"]: b["rack"] for b in state["brokers"]} == {
+        "broker-1": "node-1", "broker-2": "node-2", "broker-3": ""
+    }  # fmt: skip

@@ -26,7 +26,7 @@ def test_the_stack_follows_the_compose_specification() -> None:
     assert schema_errors(STACK) == ""
 
 
-def test_zookeeper_and_each_broker_run_where_their_label_is_and_publish_on_that_node() -> None:
+def test_zookeeper_brokers_and_controllers_run_where_their_label_is_and_publish_on_that_node() -> None:
     services = cc.load(STACK)["services"]
     assert set(services) == {t.ZOOKEEPER, "dashboard", *(n.name for n in t.nodes())}
     for name, service in services.items():
@@ -43,12 +43,15 @@ def test_zookeeper_and_each_broker_run_where_their_label_is_and_publish_on_that_
         assert f"INTERNAL://{n.name}:{n.internal_port}" in command
         assert "zookeeper.connection.timeout.ms=300000" in command  # no depends_on
         placed = service["deploy"].get("placement", {}).get("constraints", [])
+        # Brokers for their data, controllers so that two never share (and die with) a machine.
+        assert placed == [f"node.labels.minibroker.{n.name} == true"]
         if n.role == "broker":
-            assert placed == [f"node.labels.minibroker.{n.name} == true"]
             assert service["volumes"] == [f"{n.name}-data:{t.CONTAINER_DATA_DIR}"]
             assert f"KAFKA_EXTERNAL://{host}:{n.kafka_external_port}" in command
-        else:
-            assert placed == []
+            # broker.rack: the machine, filled in by Swarm per task.
+            assert service["environment"]["MINIBROKER_SETTINGS"].startswith(
+                "broker.rack={{.Node.Hostname}} "
+            )
     assert services[t.ZOOKEEPER]["deploy"]["placement"]["constraints"] == [
         "node.labels.minibroker.zookeeper == true"
     ]
