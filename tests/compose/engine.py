@@ -84,10 +84,11 @@ README = ROOT / "deploy" / "README.md"
 _BLOCK = re.compile(r"<!-- walkthrough: ([\w-]+) -->\n```sh\n(.*?)\n```", re.DOTALL)
 
 
-def walkthrough() -> dict[str, str]:
-    """deploy/README.md's walkthrough blocks by name, in the document's order."""
+def walkthrough(doc: Path = README) -> dict[str, str]:
+    """The walkthrough blocks of `doc` (deploy/README.md, deploy/SWARM.md) by name, in the
+    document's order."""
     blocks: dict[str, str] = {}
-    for name, body in _BLOCK.findall(README.read_text()):
+    for name, body in _BLOCK.findall(doc.read_text()):
         assert name not in blocks, f"two walkthrough blocks named {name}"
         blocks[name] = body
     return blocks
@@ -116,10 +117,11 @@ def block_env(shims: Path) -> dict[str, str]:
 
 
 def run_block(
-    name: str, env: dict[str, str], *, timeout: float = 600
+    name: str, env: dict[str, str], *, timeout: float = 600, doc: Path = README
 ) -> subprocess.CompletedProcess[str]:
-    """Run the walkthrough block `name` as written, in deploy/, with bash -e; it must succeed."""
-    body = walkthrough()[name]
+    """Run the walkthrough block `name` of `doc` as written, in deploy/, with bash -e; it must
+    succeed."""
+    body = walkthrough(doc)[name]
     result = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", body],
         cwd=ROOT / "deploy", env=env, capture_output=True, text=True, check=False,

@@ -1,7 +1,8 @@
 """One swarm of three Docker engines for every test in tests/swarm (minibroker/swarm/lab.py:
-Docker-in-Docker nodes on this machine), the stack deployed on it as deploy/SWARM.md does, and
-after the last test nothing of it left: no node container, volume or network (also when a test
-fails)."""
+Docker-in-Docker machines on this machine), formed and deployed by deploy/SWARM.md's own blocks
+(swarm-init, swarm-labels, swarm-images, swarm-deploy) run as written, and after the last test
+removed by its `swarm-down` and the lab's down: no node container, volume or network left (also
+when a test fails)."""
 
 from __future__ import annotations
 
@@ -14,25 +15,29 @@ import pytest
 from minibroker import topology as t
 from minibroker.runtime.zk_store import ZkStore
 from minibroker.swarm import stack as st
+from minibroker.swarm.backend import SwarmBackend
 from minibroker.swarm.lab import LAB_LABEL, SwarmLab
 from tests.compose import engine
 
 PREFIX = "mbswtest"
-STACK = "mb"
+STACK = "minibroker"  # SWARM.md's (the CLI's default)
+SWARM_DOC = engine.ROOT / "deploy" / "SWARM.md"
+SET_UP = ("swarm-init", "swarm-labels", "swarm-images", "swarm-deploy")
 
 
 @dataclass
 class Swarm:
     lab: SwarmLab
-    stack: st.Stack
+    backend: SwarmBackend
+    env: dict[str, str]  # what a reader's shell has after SWARM.md's "Before you start"
 
     @property
-    def manager(self) -> str:
-        return self.lab.nodes[0].docker_host
+    def stack(self) -> st.Stack:
+        return self.backend.stack
 
     @property
     def zk_connect(self) -> str:
-        return f"{self.lab.nodes[0].address}:{t.ZOOKEEPER_PORT}"  # ZooKeeper runs on node-1
+        return self.env["MINIBROKER_ZK"]  # ZooKeeper runs on node-1
 
     @property
     def bootstrap_servers(self) -> str:
@@ -47,6 +52,10 @@ class Swarm:
         zk.start()
         return zk
 
+    def block(self, name: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        """deploy/SWARM.md's walkthrough block `name`, as written."""
+        return engine.run_block(name, self.env, timeout=timeout, doc=SWARM_DOC)
+
 
 @pytest.fixture(scope="package")
 def swarm() -> Iterator[Swarm]:
@@ -58,14 +67,14 @@ def swarm() -> Iterator[Swarm]:
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
     lab = SwarmLab(PREFIX, client=client)
     try:
-        lab.up()
-        hosts = {t.host_variable(f"broker-{i}"): lab.nodes[i - 1].address for i in (1, 2, 3)}
-        st.deploy(lab.nodes[0].docker_host, STACK, engine.ROOT / "deploy" / "stack.yml", hosts)
-        stack = st.Stack(
-            STACK, lab.nodes[0].docker_host, {n.name: n.docker_host for n in lab.nodes}
-        )
-        stack.wait_healthy(300)
-        yield Swarm(lab, stack)
+        lab.up(form=False)  # bare engines: the walkthrough forms the swarm
+        env = {**engine.cli_env(), **lab.variables()}
+        env.pop("COMPOSE_PROJECT_NAME", None)
+        swarm = Swarm(lab, SwarmBackend(STACK, lab.variables()["MINIBROKER_ZK"], lab.access()), env)
+        for name in SET_UP:
+            swarm.block(name)
+        yield swarm
+        swarm.block("swarm-down")
     finally:
         lab.down()
         assert engine.leftovers(client, PREFIX, LAB_LABEL) == [], "left behind by the swarm lab"
