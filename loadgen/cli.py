@@ -111,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="'at=10s ACTION TARGET'",
         help="kill|stop|pause|resume|start|restart broker-N|controller-N|leader|follower|"
-        "controller at an offset from the start (repeatable; needs --dir or --compose)",
+        "controller at an offset from the start (repeatable; needs --dir, --compose or --swarm)",
     )
     r.add_argument(
         "--compose",
@@ -120,6 +120,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PROJECT",
         help="faults act on the containers of this compose project (default "
         f"{DEFAULT_PROJECT}) instead of a --dir cluster's processes",
+    )
+    r.add_argument(
+        "--swarm",
+        nargs="?",
+        const="minibroker",
+        metavar="STACK",
+        help="faults act on the tasks of this swarm stack (default minibroker; deploy/SWARM.md: "
+        "$DOCKER_HOST a manager, $MINIBROKER_SWARM_ENGINES each machine's engine)",
     )
     r.add_argument(
         "--check",
@@ -145,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)
     # A --dir cluster started with --secure: its ZooKeeper login and admin certificate, for
     # this process and (through the environment) the Spark workers it starts.
-    if getattr(args, "compose", None) is None and not os.environ.get(ENV_CERT):
+    in_containers = getattr(args, "compose", None) or getattr(args, "swarm", None)
+    if in_containers is None and not os.environ.get(ENV_CERT):
         configure_tools(cluster_dir(args))
     if args.command_config is not None:  # a client certificate, as Kafka's tools take one
         client = read_properties(args.command_config)

@@ -42,13 +42,14 @@ def plan_run(args: argparse.Namespace) -> Plan:
     if args.records is None and (args.rate is None or args.duration is None):
         raise UsageError("give --records N, or --rate R with --duration S")
     faults = parse_faults(args.fault)
-    if faults and args.dir is None and args.compose is None:
+    swarm = getattr(args, "swarm", None)
+    if faults and args.dir is None and args.compose is None and swarm is None:
         raise UsageError(
-            "--fault needs --dir or --compose: faults act on the processes of a local cluster "
-            "or the containers of a compose cluster"
+            "--fault needs --dir, --compose or --swarm: faults act on the processes of a local "
+            "cluster, the containers of a compose cluster or the tasks of a swarm stack"
         )
-    if args.dir is not None and args.compose is not None:
-        raise UsageError("give --dir or --compose, not both")
+    if sum(x is not None for x in (args.dir, args.compose, swarm)) > 1:
+        raise UsageError("give one of --dir, --compose and --swarm")
     if getattr(args, "transactional", False) and (args.protocol != "kafka" or args.acks != "all"):
         raise UsageError(
             "--transactional needs --protocol kafka and --acks all (Kafka's transactional "

@@ -51,15 +51,21 @@ def say(line: str) -> None:
     print(line, flush=True)
 
 
+def _chaos(args: argparse.Namespace, zk: str) -> ChaosBackend:
+    """Where the faults act: a swarm stack's tasks, a compose project's containers or a --dir
+    cluster's processes."""
+    if getattr(args, "swarm", None) is not None:
+        from minibroker.swarm.backend import SwarmBackend
+
+        return SwarmBackend(args.swarm, zk)
+    return backend_for(cluster_dir=args.dir, compose_project=args.compose, zk=zk)
+
+
 def execute(args: argparse.Namespace, plan: Plan) -> int:
     bootstrap = bootstrap_servers(args)
     zk = zk_connect(args)
     # Made now, so an unknown cluster dir or an unreachable Docker engine fails before Spark.
-    chaos = (
-        backend_for(cluster_dir=args.dir, compose_project=args.compose, zk=zk)
-        if plan.faults
-        else None
-    )
+    chaos = _chaos(args, zk) if plan.faults else None
     partitions = ensure_topic(
         zk, args.topic, args.partitions, args.replication_factor, args.min_insync
     )
@@ -124,7 +130,8 @@ def kafka_client_config(args: argparse.Namespace) -> Path | None:
     secure --dir cluster's admin.properties (its KAFKA listener is SASL_SSL)."""
     if args.command_config is not None:
         return Path(args.command_config).resolve()
-    if args.compose is None and (cluster_dir(args) / ADMIN_CONFIG).is_file():
+    in_containers = args.compose is not None or getattr(args, "swarm", None) is not None
+    if not in_containers and (cluster_dir(args) / ADMIN_CONFIG).is_file():
         return (cluster_dir(args) / ADMIN_CONFIG).resolve()
     return None
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import subprocess
 import time
 import urllib.request
@@ -120,3 +121,20 @@ def test_a_machine_dies_and_comes_back(swarm: Swarm, tmp_path: Path) -> None:
     )
     acked = read_back_and_check(swarm, MACHINE_TOPIC, tmp_path)
     print(f"leaders moved {moved_after:.1f} s after the machine died; {acked} acknowledged")
+
+
+def test_the_load_generator_drives_the_swarm_through_a_killed_broker(swarm: Swarm) -> None:
+    """SWARM.md's swarm-loadgen block: Spark on this machine, its faults on the stack's tasks,
+    every acknowledged record read back."""
+    out = swarm.block("swarm-loadgen", timeout=600).stdout
+    print(out[-2000:])
+    line = next(x for x in out.splitlines() if x.startswith("report: "))
+    report_file = Path(line.split()[1])
+    if not report_file.is_absolute():
+        report_file = Path(__file__).resolve().parents[2] / "deploy" / report_file
+    got = json.loads(report_file.read_text())
+    assert got["verification"]["acked"] > 0 and got["verification"]["missing"] == 0
+    faults = [f for f in got["faults"] if not f["error"]]
+    assert len(faults) == 2, got["faults"]  # the kill and the start, both carried out
+    wait_partitions(swarm, "loadgen", all_in_sync, "broker 3 back in every ISR", 120)
+    shutil.rmtree(report_file.parent)

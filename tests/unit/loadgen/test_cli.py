@@ -56,7 +56,11 @@ def test_a_streaming_plan_has_rate_times_duration_records() -> None:
         (["--rate", "10"], "give --records N, or --rate R with --duration S"),
         (["--records", "5", "--rate", "10", "--duration", "1"], "not both"),
         (["--records", "5", "--fault", "at=1s kill leader"], "--fault needs --dir"),
-        (["--records", "5", "--dir", "/x", "--compose"], "give --dir or --compose, not both"),
+        (
+            ["--records", "5", "--dir", "/x", "--compose"],
+            "give one of --dir, --compose and --swarm",
+        ),
+        (["--records", "5", "--compose", "--swarm"], "give one of --dir, --compose and --swarm"),
     ],
 )
 def test_flag_combinations_that_make_no_run(argv: list[str], complaint: str) -> None:
