@@ -1,5 +1,5 @@
 """`python -m bench all|raw|load|nats|failover|scale|dashboard|reassign|logs|security|
-transactions|testbed|ab ...`:
+transactions|testbed|swarm|ab ...`:
 `all` runs every benchmark and rewrites BENCHMARKS.md; the others run one benchmark and print
 its tables; `ab REF` compares the working tree with REF, part by part."""
 
@@ -21,6 +21,7 @@ from bench import (
     scale,
     security,
     suite,
+    swarm,
     testbed,
     transactions,
 )
@@ -40,6 +41,7 @@ COMMANDS: dict[str, ModuleType] = {
     "security": security,
     "transactions": transactions,
     "testbed": testbed,
+    "swarm": swarm,
     "ab": ab,
 }
 
