@@ -26,7 +26,7 @@ def test_the_stack_follows_the_compose_specification() -> None:
     assert schema_errors(STACK) == ""
 
 
-def test_zookeeper_brokers_and_controllers_run_where_their_label_is_and_publish_on_that_node() -> None:
+def test_zookeeper_brokers_and_controllers_run_where_labelled_and_publish_on_that_node() -> None:
     services = cc.load(STACK)["services"]
     assert set(services) == {t.ZOOKEEPER, "dashboard", *(n.name for n in t.nodes())}
     for name, service in services.items():
