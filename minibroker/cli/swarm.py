@@ -109,8 +109,13 @@ def cmd_up(args: argparse.Namespace, env: dict[str, str], timeout_s: float) -> i
     from minibroker.swarm import cluster
     from minibroker.swarm.access import SwarmAccess
 
-    if args.secure:
-        raise ChaosError("--secure is not built for a swarm yet: use --compose --secure")
+    if args.compose is not None:
+        raise ChaosError("give --compose or --swarm, not both")
+    if args.secure or args.proxy or args.dashboard is not None:
+        raise ChaosError(
+            "--secure, --proxy and --dashboard are not for a swarm: the stack file decides "
+            "(its dashboard runs on a manager, port 8090); use --compose or process mode"
+        )
     stack_file = args.file or cluster.find_stack_file()
     access = SwarmAccess.from_environment()
     print(cluster.up(args.swarm, stack_file, access, env, timeout_s))

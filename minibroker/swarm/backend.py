@@ -92,9 +92,11 @@ class SwarmBackend:
         task = self._engine(f"reading {name}'s task", lambda: self.stack.task(self._service(name)))
         if task.state != "running" or not task.container:
             return task, None, "dead"
-        client = self.stack.engine(task.node)  # ChaosError when no engine is known for it
+        self.stack.access.engine(task.node)  # ChaosError when no engine is known for it
         try:
-            c = client.containers.get(task.container)
+            c = self.stack.engine(task.node).containers.get(task.container)
+        except ChaosError:
+            return task, None, "dead"  # its engine does not answer: the machine is gone
         except engine_errors():
             return task, None, "dead"  # its machine (engine) is gone, or the container is
         return task, c, STATES.get(str(c.status), "dead")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from minibroker import topology as t
+from minibroker.chaos.backend import ChaosError
 from minibroker.localcluster import ClusterError
 from minibroker.swarm.access import SwarmAccess
 
@@ -56,9 +57,17 @@ class Task:
 def client_for(address: str) -> Any:
     import docker
 
+    from minibroker.chaos.compose import engine_errors, one_line
+
     # ssh:// through the system's ssh client (keys, known hosts and config as the docker CLI
     # uses them) rather than paramiko.
-    return docker.DockerClient(base_url=address, use_ssh_client=address.startswith("ssh://"))
+    try:
+        return docker.DockerClient(base_url=address, use_ssh_client=address.startswith("ssh://"))
+    except engine_errors() as exc:
+        raise ChaosError(
+            f"no Docker engine answers at {address} ({one_line(exc)}): DOCKER_HOST names a "
+            "swarm manager and MINIBROKER_SWARM_ENGINES each machine's engine (deploy/SWARM.md)"
+        ) from None
 
 
 class Stack:
