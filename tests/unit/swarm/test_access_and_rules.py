@@ -4,6 +4,7 @@ iptables rules a cut on a task becomes (minibroker/swarm/network.py)."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 from minibroker.chaos.backend import ChaosError, NetworkFault, Node
 from minibroker.chaos.compose_network import Member
+from minibroker.cli.main import main
 from minibroker.cli.network import take_target_back
 from minibroker.swarm.access import SwarmAccess, parse_engines
 from minibroker.swarm.network import cut_rules, overlay_subnets
@@ -100,3 +102,29 @@ def test_a_target_given_to_the_flag_is_taken_back() -> None:
     args = argparse.Namespace(target=None, compose=None, swarm="mystack")
     take_target_back(args)
     assert (args.target, args.swarm) == (None, "mystack")
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["cluster", "up", "--swarm", "--compose"], "give --compose or --swarm, not both"),
+        (["cluster", "up", "--swarm", "--proxy"], "are not for a swarm"),
+        (["cluster", "kill", "broker-2", "--swarm", "--compose"], "not both"),
+    ],
+)
+def test_what_a_swarm_cannot_take_is_one_line(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1
+
+
+def test_an_engine_that_does_not_answer_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/none.sock")
+    assert main(["cluster", "status", "--swarm"]) == 1
+    err = capsys.readouterr().err
+    assert "no Docker engine answers at unix://" in err and "DOCKER_HOST" in err
+    assert err.count("\n") == 1
