@@ -93,7 +93,12 @@ def test_the_secure_walkthrough_and_alices_rights(
     records = read_all(alice(), "paid", "readers", 1000)
     assert sorted(records) == sorted(b"payment %d" % i for i in range(1, 1001))
     errors = produce_errors(alice(), "paid", 3)
-    assert [e.code() for e in errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 3
+    # Every record refused: the first by the broker; librdkafka may fail the ones queued
+    # behind it itself, as unknown partitions of a topic it may not write (seen on a busy
+    # machine, 2026-11-29).
+    codes = [e.code() if e is not None else None for e in errors]
+    assert len(codes) == 3 and codes[0] == KafkaError.TOPIC_AUTHORIZATION_FAILED, codes
+    assert set(codes) <= {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError._UNKNOWN_PARTITION}
     from confluent_kafka import Producer
 
     seen: list[Any] = []
