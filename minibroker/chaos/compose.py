@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Callable
 from typing import Any, Protocol, cast
 
@@ -108,6 +109,22 @@ def connect_docker() -> Any:
     return client
 
 
+FREEZE_TRIES = 3  # runc's freeze can fail under load ("unable to freeze"); it is tried again
+
+
+def _pause(c: Container) -> None:
+    """`docker pause`, tried again when the kernel's freezer could not stop every process at
+    once (a process in uninterruptible sleep: seen on a busy machine, 2026-11-29)."""
+    for attempt in range(1, FREEZE_TRIES + 1):
+        try:
+            c.pause()
+            return
+        except engine_errors() as exc:
+            if "unable to freeze" not in str(exc) or attempt == FREEZE_TRIES:
+                raise
+            time.sleep(0.5)
+
+
 class ComposeBackend:
     """Acts on the containers of compose project `project` (see ChaosBackend); `client` is a
     Docker SDK client, by default `docker.from_env()`."""
@@ -201,7 +218,7 @@ class ComposeBackend:
         self._do("stop", name, lambda c: c.stop(timeout=STOP_GRACE_S))
 
     def pause(self, name: str) -> None:
-        self._do("pause", name, lambda c: c.pause())
+        self._do("pause", name, _pause)
 
     def resume(self, name: str) -> None:
         self._do("resume", name, lambda c: c.unpause())

@@ -142,6 +142,28 @@ def test_label_mistakes_are_named() -> None:
         backend(client).kill("broker-1")
 
 
+def test_a_freeze_the_kernel_refuses_is_tried_again() -> None:
+    client = compose_cluster()
+    refusal = APIError("500 Server Error", explanation="OCI runtime pause failed: unable to freeze")
+    client.fail_with = refusal
+    with pytest.raises(ChaosError, match="unable to freeze"):
+        backend(client).pause("broker-1")  # every try refused: one line
+    assert [m for _, m, _ in client.calls] == ["pause"] * 3
+
+    tries: list[str] = []
+
+    def refuse_once() -> None:
+        tries.append("pause")
+        if len(tries) == 1:
+            raise refusal
+
+    client.fail_with = None
+    container = next(c for c in client.containers_ if c.name.endswith("broker-1-1"))
+    container.pause = refuse_once  # type: ignore[method-assign]
+    backend(client).pause("broker-1")
+    assert tries == ["pause", "pause"]
+
+
 def test_engine_errors_become_one_line_chaos_errors() -> None:
     client = compose_cluster()
     client.fail_with = APIError("409 Client Error", explanation="Container x is not\nrunning")
