@@ -112,7 +112,18 @@ def connect_docker() -> Any:
 FREEZE_TRIES = 3  # runc's freeze can fail under load ("unable to freeze"); it is tried again
 
 
-def _pause(c: Container) -> None:
+def must_act(action: str, state: NodeState, name: str, why: str) -> bool:
+    """ChaosBackend's rules: False when the action changes nothing in `state` (pause of a paused
+    node, resume of a running one); a ChaosError naming `why` when it cannot act in it."""
+    if (action, state) in NO_CHANGE:
+        return False
+    if state not in NEEDS[action]:
+        is_now = "already running" if action == "start" else "not running"
+        raise ChaosError(f"{name} is {is_now} ({why})")
+    return True
+
+
+def pause_container(c: Container) -> None:
     """`docker pause`, tried again when the kernel's freezer could not stop every process at
     once (a process in uninterruptible sleep: seen on a busy machine, 2026-11-29)."""
     for attempt in range(1, FREEZE_TRIES + 1):
@@ -204,11 +215,8 @@ class ComposeBackend:
     def _do(self, action: str, name: str, call: Callable[[Container], None]) -> None:
         c = self._container(name)
         state = STATES.get(str(c.status), "dead")
-        if (action, state) in NO_CHANGE:
+        if not must_act(action, state, name, f"container {c.name} is {c.status}"):
             return
-        if state not in NEEDS[action]:
-            is_now = "already running" if action == "start" else "not running"
-            raise ChaosError(f"{name} is {is_now} (container {c.name} is {c.status})")
         self._engine(f"{action} {name} (container {c.name})", lambda: call(c))
 
     def kill(self, name: str) -> None:
@@ -218,7 +226,7 @@ class ComposeBackend:
         self._do("stop", name, lambda c: c.stop(timeout=STOP_GRACE_S))
 
     def pause(self, name: str) -> None:
-        self._do("pause", name, _pause)
+        self._do("pause", name, pause_container)
 
     def resume(self, name: str) -> None:
         self._do("resume", name, lambda c: c.unpause())

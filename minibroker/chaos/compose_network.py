@@ -61,6 +61,36 @@ def member(node: Node, container: Any, service: str) -> Member:
     )
 
 
+def named_peers(
+    fault: NetworkFault, target: Member, others: Sequence[Member]
+) -> tuple[dict[str, list[str]], bool]:
+    """The nodes the fault names (by name or group: brokers, controllers, zookeeper, all) with
+    their addresses, and whether it names what lies outside the nodes too (clients, all)."""
+    wanted = fault.peers or ("all",)
+    by_name = {m.node.name: m for m in others if m.node.name != target.node.name}
+    out: dict[str, list[str]] = {}
+    outside = False
+    for peer in wanted:
+        outside = outside or peer in ("clients", "all")
+        if peer == "all":
+            out |= {n: sorted(m.addresses.values()) for n, m in by_name.items()}
+        elif peer in _GROUPS:
+            out |= {
+                n: sorted(m.addresses.values())
+                for n, m in by_name.items()
+                if m.node.role == _GROUPS[peer]
+            }
+        elif peer in by_name:
+            out[peer] = sorted(by_name[peer].addresses.values())
+        elif peer != "clients":
+            have = ", ".join(sorted(by_name)) or "none"
+            raise ChaosError(
+                f"unknown peer {peer!r} for {target.node.name}: a node ({have}) or one of "
+                f"brokers, controllers, zookeeper, clients, all"
+            )
+    return out, outside
+
+
 class ComposeNetwork:
     """Cuts and heals the links of the nodes of one compose project; `engine(what, call)` runs
     a Docker SDK call and turns its errors into ChaosError."""
@@ -109,30 +139,12 @@ class ComposeNetwork:
     def _peers(
         self, fault: NetworkFault, target: Member, others: Sequence[Member]
     ) -> list[tuple[str, list[str]]]:
-        """(link end name, its addresses) for every peer the fault names."""
-        wanted = fault.peers or ("all",)
-        by_name = {m.node.name: m for m in others if m.node.name != target.node.name}
-        out: dict[str, list[str]] = {}
-        for peer in wanted:
-            if peer in ("clients", "all"):
-                out["clients"] = sorted(set(target.gateways.values()))
-            if peer == "all":
-                out |= {n: sorted(m.addresses.values()) for n, m in by_name.items()}
-            elif peer in _GROUPS:
-                out |= {
-                    n: sorted(m.addresses.values())
-                    for n, m in by_name.items()
-                    if m.node.role == _GROUPS[peer]
-                }
-            elif peer in by_name:
-                out[peer] = sorted(by_name[peer].addresses.values())
-            elif peer != "clients":
-                have = ", ".join(sorted(by_name)) or "none"
-                raise ChaosError(
-                    f"unknown peer {peer!r} for {target.node.name}: a node ({have}) or one of "
-                    f"brokers, controllers, zookeeper, clients, all"
-                )
-        return sorted(out.items())
+        """(link end name, its addresses) for every peer the fault names; "clients" are the
+        host's tools, reaching the container from its networks' gateways."""
+        peers, outside = named_peers(fault, target, others)
+        if outside:
+            peers["clients"] = sorted(set(target.gateways.values()))
+        return sorted(peers.items())
 
     def _disconnect(self, target: Member) -> list[str]:
         names = sorted(target.networks)

@@ -30,7 +30,7 @@ from minibroker.chaos.backend import (
     node_name,
     node_or_raise,
 )
-from minibroker.chaos.compose import NEEDS, NO_CHANGE, STATES, engine_errors, one_line
+from minibroker.chaos.compose import STATES, engine_errors, must_act, one_line, pause_container
 from minibroker.chaos.compose_network import Member, member
 from minibroker.localcluster import STOP_GRACE_S
 from minibroker.swarm.access import SwarmAccess
@@ -123,11 +123,9 @@ class SwarmBackend:
 
     def _do(self, action: str, name: str, call: Callable[[Any], None]) -> None:
         task, c, state = self._current(name)
-        if (action, state) in NO_CHANGE:
+        if not must_act(action, state, name, f"task {task.state} on {task.node or '-'}"):
             return
-        if state not in NEEDS[action] or c is None:
-            is_now = "already running" if action == "start" else "not running"
-            raise ChaosError(f"{name} is {is_now} (task {task.state} on {task.node or '-'})")
+        assert c is not None  # a live state has its container
         self._engine(f"{action} {name} (container {c.name} on {task.node})", lambda: call(c))
 
     def kill(self, name: str) -> None:
@@ -137,7 +135,7 @@ class SwarmBackend:
         self._do("stop", name, lambda c: c.stop(timeout=STOP_GRACE_S))
 
     def pause(self, name: str) -> None:
-        self._do("pause", name, lambda c: c.pause())
+        self._do("pause", name, pause_container)
 
     def resume(self, name: str) -> None:
         self._do("resume", name, lambda c: c.unpause())

@@ -21,9 +21,8 @@ import ipaddress
 from collections.abc import Sequence
 
 from minibroker.chaos.backend import ChaosError, NetworkFault
-from minibroker.chaos.compose_network import CHAIN, ComposeNetwork, Engine, Member
+from minibroker.chaos.compose_network import CHAIN, ComposeNetwork, Engine, Member, named_peers
 
-_GROUPS = {"brokers": "broker", "controllers": "controller", "zookeeper": "zookeeper"}
 # Every address but loopback of the namespace the helper runs in (the task's); IPv6 ones are
 # skipped (iptables is IPv4's).
 _OWN = "$(hostname -I)"
@@ -50,37 +49,6 @@ def _own_address_rules(direction: str) -> list[str]:
     return [f"for ip in {_OWN}; do case $ip in *:*) continue ;; esac; {body} || exit 1; done"]
 
 
-def peer_addresses(
-    fault: NetworkFault, target: Member, others: Sequence[Member]
-) -> tuple[list[tuple[str, list[str]]], bool]:
-    """(peer link end, its addresses) for each node the fault names, and whether it names
-    everything outside the overlay too (`clients`, or `all`)."""
-    wanted = fault.peers or ("all",)
-    by_name = {m.node.name: m for m in others if m.node.name != target.node.name}
-    out: dict[str, list[str]] = {}
-    outside = False
-    for peer in wanted:
-        if peer in ("clients", "all"):
-            outside = True
-        if peer == "all":
-            out |= {n: sorted(m.addresses.values()) for n, m in by_name.items()}
-        elif peer in _GROUPS:
-            out |= {
-                n: sorted(m.addresses.values())
-                for n, m in by_name.items()
-                if m.node.role == _GROUPS[peer]
-            }
-        elif peer in by_name:
-            out[peer] = sorted(by_name[peer].addresses.values())
-        elif peer != "clients":
-            have = ", ".join(sorted(by_name)) or "none"
-            raise ChaosError(
-                f"unknown peer {peer!r} for {target.node.name}: a node ({have}) or one of "
-                f"brokers, controllers, zookeeper, clients, all"
-            )
-    return sorted(out.items()), outside
-
-
 def cut_rules(
     fault: NetworkFault, target: Member, others: Sequence[Member]
 ) -> tuple[list[str], list[str]]:
@@ -91,7 +59,8 @@ def cut_rules(
             "only `isolate` (a cut) works. Delay and throttle work on a process-mode cluster "
             "started with `minibroker cluster up --proxy`"
         )
-    peers, outside = peer_addresses(fault, target, others)
+    named, outside = named_peers(fault, target, others)
+    peers = sorted(named.items())
     rules = [*ComposeNetwork.chain_hooks()]
     for address in sorted({a for _, addrs in peers for a in addrs}):
         if fault.direction in ("both", "in"):
