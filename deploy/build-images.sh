@@ -110,7 +110,7 @@ make_base minibroker-base:bookworm python3,passwd,libstdc++6 & BASE_JOBS+=($!)
 make_base minibroker-base-build:bookworm python3,python3-venv,python3-dev,gcc,libc6-dev & BASE_JOBS+=($!)
 make_base minibroker-base-java:bookworm python3,passwd,openjdk-17-jre-headless,libzookeeper-java \
   & BASE_JOBS+=($!)
-make_base minibroker-base-net:bookworm iptables & BASE_JOBS+=($!)
+make_base minibroker-base-net:bookworm iptables,kcat & BASE_JOBS+=($!)
 if [ "$SWARM" = 1 ]; then
   make_base minibroker-base-dind:bookworm docker.io,fuse-overlayfs,iproute2,procps,ca-certificates \
     & BASE_JOBS+=($!)

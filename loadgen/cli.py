@@ -106,6 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--tasks", type=_positive, help="producing tasks (default: by size and cores)")
     r.add_argument("--out", type=Path, help=f"run directory (default {RUNS_DIR}/<timestamp>)")
     r.add_argument(
+        "--ledger-on-driver",
+        action="store_true",
+        help="each task sends its ledger to the driver, which writes it into the run directory "
+        "(for Spark workers on machines that share no folder with the driver: a swarm)",
+    )
+    r.add_argument(
         "--fault",
         action="append",
         default=[],

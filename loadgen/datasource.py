@@ -10,11 +10,7 @@ so all of them are module-level classes holding plain values. Register the sourc
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import sys
 import uuid
-from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,7 +39,14 @@ from pyspark.sql.types import (
 )
 
 from loadgen.kafka_io import produce_records_kafka
-from loadgen.source_io import OutRecord, produce_records, read_range, topic_offsets, write_ledger
+from loadgen.source_io import (
+    OutRecord,
+    ledger_bytes,
+    produce_records,
+    read_range,
+    topic_offsets,
+    write_ledger,
+)
 from loadgen.source_options import (
     EARLIEST,
     LATEST,
@@ -58,6 +61,7 @@ from loadgen.source_options import (
     plan_stream_ranges,
     resolve_offsets,
 )
+from loadgen.write_commits import MinibrokerCommitMessage, log_commit, summarize
 
 __all__ = [
     "MinibrokerCommitMessage",
@@ -73,44 +77,6 @@ READ_SCHEMA = (
 READ_COLUMNS = frozenset({"key", "value", "topic", "partition", "offset", "timestamp"})
 # Spark sets this local property on every task of a streaming micro-batch.
 _BATCH_ID_PROPERTY = "streaming.sql.batchId"
-
-
-@dataclass
-class MinibrokerCommitMessage(WriterCommitMessage):
-    """What one write task reports to the driver: counts by outcome, errors by Kafka code name,
-    its ledger file (if `ledger.path` is set), and when it first sent and was last acked."""
-
-    partition_id: int
-    sent: int
-    acked: int
-    failed: int
-    errors: dict[str, int]
-    ledger_file: str | None
-    first_send_ms: int | None
-    last_ack_ms: int | None
-
-
-def summarize(messages: Iterable[WriterCommitMessage | None]) -> dict[str, Any]:
-    """Totals of a write's commit messages. A None message (a failed task) is counted in
-    `tasks_failed`; its records are in no total."""
-    messages = list(messages)
-    done = [m for m in messages if isinstance(m, MinibrokerCommitMessage)]
-    errors: Counter[str] = Counter()
-    for m in done:
-        errors.update(m.errors)
-    first = [m.first_send_ms for m in done if m.first_send_ms is not None]
-    last = [m.last_ack_ms for m in done if m.last_ack_ms is not None]
-    return {
-        "tasks": len(done),
-        "tasks_failed": len(messages) - len(done),
-        "sent": sum(m.sent for m in done),
-        "acked": sum(m.acked for m in done),
-        "failed": sum(m.failed for m in done),
-        "errors": dict(sorted(errors.items())),
-        "ledger_files": sorted(m.ledger_file for m in done if m.ledger_file is not None),
-        "first_send_ms": min(first, default=None),
-        "last_ack_ms": max(last, default=None),
-    }
 
 
 class MinibrokerDataSource(DataSource):
@@ -218,10 +184,13 @@ def _write_task(
         ledger = produce_records_kafka(records, options, partition_id)
     else:
         ledger = asyncio.run(produce_records(records, options))
-    ledger_file = None
+    ledger_file = name = data = None
     if options.ledger_path is not None:
         name = f"ledger-{batch_label}-{partition_id}-{attempt}.parquet"
-        ledger_file = write_ledger(ledger, options.ledger_path, name)
+        if options.ledger_on_driver:
+            data = ledger_bytes(ledger)
+        else:
+            ledger_file = write_ledger(ledger, options.ledger_path, name)
     return MinibrokerCommitMessage(
         partition_id=partition_id,
         sent=len(ledger),
@@ -231,26 +200,9 @@ def _write_task(
         ledger_file=ledger_file,
         first_send_ms=ledger.first_send_ms(),
         last_ack_ms=ledger.last_ack_ms(),
+        ledger_name=name if data is not None else None,
+        ledger_data=data,
     )
-
-
-def _log_commit(
-    options: WriteOptions, label: str, messages: list[WriterCommitMessage | None], outcome: str
-) -> None:
-    """One line on stderr and, with a ledger directory, the totals as `_summary-*.json` there
-    (the underscore keeps Spark and pyarrow from reading it as part of the Parquet ledger)."""
-    summary = summarize(messages)
-    print(
-        f"minibroker sink: {label} {outcome}: {summary['tasks']} task(s) "
-        f"({summary['tasks_failed']} failed), sent {summary['sent']}, acked {summary['acked']}, "
-        f"failed {summary['failed']}, errors {summary['errors']}",
-        file=sys.stderr,
-    )
-    if options.ledger_path is not None:
-        os.makedirs(options.ledger_path, exist_ok=True)
-        path = os.path.join(options.ledger_path, f"_summary-{label}-{uuid.uuid4().hex[:8]}.json")
-        with open(path, "w") as f:
-            json.dump({"batch": label, "outcome": outcome, **summary}, f)
 
 
 class MinibrokerWriter(DataSourceWriter):
@@ -264,11 +216,11 @@ class MinibrokerWriter(DataSourceWriter):
         return _write_task(self.options, self.columns, iterator, "batch")
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        _log_commit(self.options, "batch", messages, "committed")
+        log_commit(self.options, "batch", messages, "committed")
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         # Nothing to undo (acknowledged records stay in the topic); the ledgers stay too.
-        _log_commit(self.options, "batch", messages, "aborted")
+        log_commit(self.options, "batch", messages, "aborted")
 
 
 class MinibrokerStreamWriter(DataSourceStreamWriter):
@@ -284,10 +236,10 @@ class MinibrokerStreamWriter(DataSourceStreamWriter):
         return _write_task(self.options, self.columns, iterator, batch_id or "stream")
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        _log_commit(self.options, str(batchId), messages, "committed")
+        log_commit(self.options, str(batchId), messages, "committed")
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        _log_commit(self.options, str(batchId), messages, "aborted")
+        log_commit(self.options, str(batchId), messages, "aborted")
 
 
 # ---- reading -----------------------------------------------------------------------------------

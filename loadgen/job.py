@@ -44,6 +44,7 @@ class Sink:
     command_config: Path | None = None  # kafka: the client properties file (SASL, TLS)
     transactional_id: str | None = None  # kafka: produce in transactions (a prefix per run)
     transaction_records: int = 100
+    ledger_on_driver: bool = False  # ledger.location driver (executors share no folder with it)
 
     def options(self) -> dict[str, str]:
         options = {
@@ -52,6 +53,7 @@ class Sink:
             "acks": self.acks,
             "ledger.path": str(self.ledger_dir),
             "protocol": self.protocol,
+            "ledger.location": "driver" if self.ledger_on_driver else "executor",
         }
         if self.command_config is not None:
             options["command.config"] = str(self.command_config)

@@ -83,7 +83,7 @@ def execute(args: argparse.Namespace, plan: Plan) -> int:
     sink = Sink(
         sink_bootstrap, args.topic, args.acks, ledger_dir, args.protocol, client_config,
         f"loadgen-{plan.out_dir.name}" if args.transactional else None,
-        args.transaction_records,
+        args.transaction_records, args.ledger_on_driver,
     )  # fmt: skip
     tasks = args.tasks or default_tasks(spec.records, master_cores(args.master))
     say(f"loadgen: {describe(plan, spec, args, tasks)}; run dir {plan.out_dir}")
@@ -105,6 +105,7 @@ def execute(args: argparse.Namespace, plan: Plan) -> int:
             starting=starting,
             log_starts=lambda: end_offsets(bootstrap, args.topic, partitions, beginning=True),
             transactional=args.transactional,
+            ledger_on_driver=sink.ledger_on_driver,
         )
     finally:
         spark.stop()

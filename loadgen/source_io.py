@@ -224,15 +224,29 @@ async def _check_topic(producer: Producer, topic: str, options: WriteOptions) ->
         ) from None
 
 
-def write_ledger(ledger: Ledger, directory: str, filename: str) -> str:
+def write_ledger(ledger: Ledger | pa.Table, directory: str, filename: str) -> str:
     """Write the ledger as one Parquet file; it appears under its name only when complete
     (readers of the directory skip names starting with a dot)."""
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, filename)
     partial = os.path.join(directory, f".{filename}.tmp")
-    pq.write_table(ledger.table(), partial)
+    pq.write_table(ledger if isinstance(ledger, pa.Table) else ledger.table(), partial)
     os.replace(partial, path)
     return path
+
+
+def ledger_bytes(ledger: Ledger) -> bytes:
+    """The ledger as a compressed Arrow IPC stream: how a task sends it to the driver."""
+    table = ledger.table()
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression="zstd")
+    with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def ledger_from_bytes(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 
 
 @dataclass(frozen=True)

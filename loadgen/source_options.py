@@ -13,6 +13,10 @@ its own such as checkpointLocation):
                        the producer's, with Kafka's defaults 5, 16384, 30000, 120000
   max.block.ms         how long to wait for a topic's metadata before failing (default 10000)
   ledger.path          directory for each write task's Parquet ledger (default: none)
+  ledger.location      executor (default: each task writes its ledger file into ledger.path,
+                       a folder the driver reads too) | driver (each task's ledger travels in
+                       its commit message and the driver writes it: executors on machines
+                       that share no folder with the driver, as on a Docker Swarm)
   protocol             grpc (default: minibroker's producer) | kafka (kafka-python's
                        KafkaProducer; bootstrap names the brokers' KAFKA listeners)
   command.config       with protocol kafka: a Kafka client properties file (security.protocol,
@@ -66,6 +70,7 @@ class WriteOptions:
     max_block_ms: int
     ledger_path: str | None
     protocol: Protocol = "grpc"
+    ledger_on_driver: bool = False  # ledger.location driver
     command_config: str | None = None  # protocol kafka: the client's security settings (a path)
     transactional_id: str | None = None  # protocol kafka: produce in transactions (a prefix)
     transaction_records: int = 100
@@ -144,6 +149,16 @@ def _protocol(raw: str) -> Protocol:
     raise MinibrokerSourceError(f"option 'protocol' must be grpc or kafka, got {raw!r}")
 
 
+def _ledger_location(raw: str) -> bool:
+    """True for `driver`."""
+    where = raw.strip().lower()
+    if where not in ("executor", "driver"):
+        raise MinibrokerSourceError(
+            f"option 'ledger.location' must be executor or driver, got {raw!r}"
+        )
+    return where == "driver"
+
+
 def parse_write_options(options: Mapping[str, str], *, has_topic_column: bool) -> WriteOptions:
     """Options of a (batch or streaming) write; the topic may come from a `topic` column."""
     opts = _lower(options)
@@ -167,6 +182,7 @@ def parse_write_options(options: Mapping[str, str], *, has_topic_column: bool) -
         command_config=opts.get("command.config", "").strip() or None,
         transactional_id=opts.get("transactional.id", "").strip() or None,
         transaction_records=_int(opts, "transaction.records", 100, minimum=1),
+        ledger_on_driver=_ledger_location(opts.get("ledger.location", "executor")),
     )
     if parsed.transactional_id is not None and parsed.protocol != "kafka":
         raise MinibrokerSourceError("option 'transactional.id' needs protocol kafka")

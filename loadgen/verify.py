@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -66,9 +68,17 @@ def starting_offsets_option(topic: str, offsets: Mapping[int, int]) -> str:
     return json.dumps({topic: {str(p): o for p, o in sorted(offsets.items())}})
 
 
-def read_ledger(spark: SparkSession, ledger_dir: Path) -> DataFrame:
-    """Every ledger row, with the file it came from: one file per producing task."""
-    return spark.read.parquet(str(ledger_dir)).withColumn("task", F.col("_metadata.file_path"))
+def read_ledger(spark: SparkSession, ledger_dir: Path, on_driver: bool = False) -> DataFrame:
+    """Every ledger row, with the file it came from: one file per producing task. `on_driver`:
+    the folder is the driver's alone (ledger.location driver: executors elsewhere cannot read
+    it), so the driver reads it and hands Spark the rows."""
+    if not on_driver:
+        return spark.read.parquet(str(ledger_dir)).withColumn("task", F.col("_metadata.file_path"))
+    tables = []
+    for path in sorted(ledger_dir.glob("ledger-*.parquet")):
+        table = pq.read_table(path)
+        tables.append(table.append_column("task", pa.array([str(path)] * table.num_rows)))
+    return spark.createDataFrame(pa.concat_tables(tables))
 
 
 def read_topic(
@@ -113,11 +123,12 @@ def verify(
     starting: Mapping[int, int],
     log_starts: Callable[[], Mapping[int, int]] | None = None,
     transactional: bool = False,
+    ledger_on_driver: bool = False,
 ) -> Verification:
     """Run the comparison (see the module docstring); `starting` holds each partition's high
     watermark from before the run; `log_starts` asks each partition's log start offset, after
     the topic was read."""
-    ledger = read_ledger(spark, ledger_dir).where(F.col("topic") == topic)
+    ledger = read_ledger(spark, ledger_dir, ledger_on_driver).where(F.col("topic") == topic)
     records = read_topic(spark, bootstrap, topic, starting, read_committed=transactional)
     found = compare(ledger, records, log_starts() if log_starts is not None else None)
     if not transactional:

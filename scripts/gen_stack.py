@@ -18,7 +18,11 @@ What a swarm needs that compose does not (deploy/SWARM.md says why):
   (`MINIBROKER_HOST_<NODE>`, default 127.0.0.1: a one-machine swarm), its service name inside;
 - no `depends_on`: brokers and controllers wait for ZooKeeper up to
   `zookeeper.connection.timeout.ms` instead;
-- `restart_policy` none unless $MINIBROKER_SWARM_RESTART says `any` or `on-failure`.
+- `restart_policy` none unless $MINIBROKER_SWARM_RESTART says `any` or `on-failure`;
+- the load generator and Spark standalone at 0 replicas (compose has profiles, a stack has not):
+  `docker service scale` starts them; the workers one per machine at most, each advertising its
+  own address (a service name resolves to every task); the driver gets the executors' ledgers
+  in their commit messages (--ledger-on-driver: the machines share no folder).
 """
 
 from __future__ import annotations
@@ -29,7 +33,16 @@ from pathlib import Path
 from typing import Any
 
 from compose_yaml import command_lines, emit
-from gen_compose import dashboard, zookeeper
+from gen_compose import (
+    RUNS_DIR,
+    SPARK_MASTER_PORT,
+    SPARK_UI_PORTS,
+    dashboard,
+    loadgen,
+    spark_master,
+    spark_worker,
+    zookeeper,
+)
 
 from minibroker import topology as t
 
@@ -109,12 +122,63 @@ def swarm_dashboard() -> dict[str, Any]:
     return service | {"networks": [NETWORK], "deploy": deploy("node.role == manager")}
 
 
+SPARK_WORKERS = 3  # what SWARM.md scales the workers to: one per machine
+OWN_ADDRESS = "$$(hostname -i | cut -d ' ' -f 1)"  # the task's overlay address ($$: not Swarm's)
+
+
+def on_demand(service: dict[str, Any], constraint: str | None, **extra: Any) -> dict[str, Any]:
+    """A compose profile's service in the stack: no build, profiles or depends_on; 0 replicas
+    until scaled; never restarted (a finished load generator run stays finished)."""
+    for key in ("build", "profiles", "depends_on"):
+        service.pop(key, None)
+    placement: dict[str, Any] = {"constraints": [constraint]} if constraint else {}
+    placement |= extra.pop("placement", {})
+    out = {"endpoint_mode": "dnsrr", "replicas": 0, "restart_policy": {"condition": "none"}}
+    if placement:
+        out["placement"] = placement
+    return service | {"networks": [NETWORK], "deploy": out} | extra
+
+
+def swarm_spark_master() -> dict[str, Any]:
+    service = spark_master()
+    service["hostname"] = "spark-master"
+    service["ports"] = host_ports(SPARK_UI_PORTS["spark-master"])
+    return on_demand(service, "node.role == manager")
+
+
+def swarm_spark_worker() -> dict[str, Any]:
+    service = spark_worker()
+    command = service.pop("command")
+    host = command.index("--host")
+    command[host + 1] = '"$$SPARK_LOCAL_IP"'
+    # The worker and its executors bind to and advertise the task's own address.
+    line = f"export SPARK_LOCAL_IP={OWN_ADDRESS}; exec spark-class " + " ".join(
+        ["org.apache.spark.deploy.worker.Worker", *command]
+    )
+    service["entrypoint"] = ["sh", "-c", line]
+    service["ports"] = host_ports(SPARK_UI_PORTS["spark-worker"])
+    del service["volumes"]  # no ledger folder: the executors send their ledgers to the driver
+    return on_demand(service, None, placement={"max_replicas_per_node": 1})
+
+
+def swarm_loadgen() -> dict[str, Any]:
+    service = loadgen(t.nodes())
+    master = f"spark://spark-master:{SPARK_MASTER_PORT}"
+    service["command"] = ["--records", "100000", "--master", master]
+    service["command"] += ["--tasks", str(2 * SPARK_WORKERS), "--ledger-on-driver"]
+    service["volumes"] = [f"loadgen-runs:{RUNS_DIR}"]
+    return on_demand(service, "node.role == manager")
+
+
 def stack() -> dict[str, Any]:
     nodes = t.nodes()
     services: dict[str, Any] = {t.ZOOKEEPER: swarm_zookeeper()}
     services |= {n.name: swarm_node(n) for n in nodes}
     services["dashboard"] = swarm_dashboard()
-    volumes = ["zookeeper-data", "zookeeper-datalog"]
+    services["loadgen"] = swarm_loadgen()
+    services["spark-master"] = swarm_spark_master()
+    services["spark-worker"] = swarm_spark_worker()
+    volumes = ["zookeeper-data", "zookeeper-datalog", "loadgen-runs"]
     volumes += [f"{n.name}-data" for n in nodes if n.role == "broker"]
     return {
         "version": "3.8",

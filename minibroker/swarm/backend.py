@@ -35,7 +35,7 @@ from minibroker.chaos.compose_network import Member, member
 from minibroker.localcluster import STOP_GRACE_S
 from minibroker.swarm.access import SwarmAccess
 from minibroker.swarm.network import SwarmNetwork
-from minibroker.swarm.stack import Stack, Task
+from minibroker.swarm.stack import SCALED_TO_ZERO, Stack, Task
 
 AVAILABILITY = ("active", "drain", "pause")  # Swarm's, for `docker node update --availability`
 
@@ -221,6 +221,9 @@ class SwarmBackend:
         health = self._engine(f"reading {self._where()}", self.stack.health)
         rows = []
         for service, state in health.items():
+            if state == SCALED_TO_ZERO:
+                rows.append({"service": service, "node": "-", "task": "-", "health": state})
+                continue
             task = self.stack.task(service)
             rows.append(
                 {"service": service, "node": task.node or "-", "task": task.state, "health": state}

@@ -20,6 +20,7 @@ from minibroker.swarm.access import SwarmAccess
 
 STACK_FILE = Path("deploy") / "stack.yml"
 ROLE_LABEL = t.ROLE_LABEL
+SCALED_TO_ZERO = "0 replicas"  # a service nobody scaled up: not a task to wait for
 
 
 def docker_cli(
@@ -129,6 +130,9 @@ class Stack:
         """Each service's newest task: its container's health (or Swarm's task state)."""
         out = {}
         for service in self.services():
+            if self.scaled_to_zero(service):  # the load generator and Spark until scaled up
+                out[service] = SCALED_TO_ZERO
+                continue
             task = self.task(service)
             state = task.state
             if task.state == "running" and task.container and task.node in self.access.engines:
@@ -142,11 +146,15 @@ class Stack:
             out[service] = state
         return out
 
+    def scaled_to_zero(self, service: str) -> bool:
+        mode = ((self.service(service).attrs.get("Spec") or {}).get("Mode")) or {}
+        return (mode.get("Replicated") or {}).get("Replicas") == 0
+
     def wait_healthy(self, timeout_s: float = 300) -> dict[str, str]:
         deadline = time.monotonic() + timeout_s
         while True:
             health = self.health()
-            if health and all(h in ("healthy", "running") for h in health.values()):
+            if health and all(h in ("healthy", "running", SCALED_TO_ZERO) for h in health.values()):
                 return health
             broken = {s: h for s, h in health.items() if h in ("failed", "rejected", "complete")}
             if broken or time.monotonic() > deadline:

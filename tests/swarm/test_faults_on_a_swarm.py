@@ -1,12 +1,14 @@
 """Faults on a swarm (issue 40 §1 and §2), with an acks=all writer recorded for the history
 checker through each:
 - on a broker's task, wherever it runs, through `minibroker cluster ... --swarm` (deploy/SWARM.md's
-  blocks: kill, start, drain and activate its machine; and isolate, heal, pause, resume);
+  blocks: kill, start, drain and activate its machine; and isolate, heal, pause, resume), and a
+  kill under restart policy `any` (Swarm's own new task, with the broker's data);
 - on a machine: cut from the other machines (the seeds' story across machines: the leader's
   machine loses ZooKeeper and its followers, clients still reach it)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -32,6 +34,16 @@ def mb(swarm: Swarm, *args: str) -> str:
     return done.stdout
 
 
+def failed_tasks(swarm: Swarm, service: str) -> list[str]:
+    """The containers of the service's tasks that Swarm saw fail (a kill: exit code 137)."""
+    tasks = swarm.stack.service(service).tasks()
+    return [
+        (x["Status"].get("ContainerStatus") or {}).get("ContainerID", "")
+        for x in tasks
+        if x["Status"]["State"] == "failed"
+    ]
+
+
 def test_faults_on_a_brokers_task_wherever_it_runs(swarm: Swarm, tmp_path: Path) -> None:
     topic = "tasks"
     with writes_through(swarm, topic, tmp_path):
@@ -51,6 +63,27 @@ def test_faults_on_a_brokers_task_wherever_it_runs(swarm: Swarm, tmp_path: Path)
         assert swarm.backend.state("broker-1") == "paused"
         mb(swarm, "cluster", "resume", "broker-1", "--swarm")
         assert swarm.backend.state("broker-1") == "running"
+
+        # Restart policy any, for broker 1: the kill is followed by Swarm's own new task.
+        failed_before = failed_tasks(swarm, "broker-1")
+        swarm.block("swarm-restart-any", timeout=300)
+        wait_until(
+            lambda: len(failed_tasks(swarm, "broker-1")) > len(failed_before)
+            and swarm.stack.task("broker-1").state == "running",
+            timeout_s=90, what="Swarm's new task for the killed broker 1",
+        )  # fmt: skip
+        restarted = swarm.stack.task("broker-1")
+        assert restarted.node == "node-1" and restarted.container not in failed_tasks(
+            swarm, "broker-1"
+        )
+        wait_partitions(swarm, topic, all_in_sync, "broker 1 back in every ISR", 120)
+        log = swarm.stack.container("broker-1").logs().decode(errors="replace")
+        opened = [json.loads(line) for line in log.splitlines() if '"log_opened"' in line]
+        assert any(e["tp"].startswith(topic) and e["log_end_offset"] > 0 for e in opened), (
+            "Swarm's new task for broker 1 did not open its log with its data"
+        )
+        swarm.block("swarm-restart-none", timeout=300)  # itself one more new task
+        wait_partitions(swarm, topic, all_in_sync, "broker 1 back in every ISR", 120)
 
         swarm.block("swarm-drain")  # node-3: broker 3's task is shut down cleanly
         wait_partitions(swarm, topic, without(3), "leaders and ISRs off drained broker 3", 90)

@@ -1,10 +1,11 @@
 """deploy/stack.yml on a swarm of three engines (issue 40 §2), deployed by deploy/SWARM.md's
 blocks: ZooKeeper and each broker on the node labelled for it, each broker's machine in its
 registration (broker.rack), Kafka clients outside the swarm through each node's address (kcat
-and confluent-kafka) and inside it through the overlay's service names, and a whole machine
-dying (SWARM.md's blocks): its broker's ZooKeeper session expires, leaders move to the other
-machines, no acknowledged record is lost, and when the machine comes back its broker rejoins
-with its data and returns to the ISR."""
+and confluent-kafka) and inside it through the overlay's service names (kcat, confluent-kafka,
+Kafka's console tools), a whole machine dying (SWARM.md's blocks): its broker's ZooKeeper
+session expires, leaders move to the other machines, no acknowledged record is lost, and when
+the machine comes back its broker rejoins with its data and returns to the ISR; the load
+generator from this machine with faults, and the stack's own Spark with a worker per machine."""
 
 from __future__ import annotations
 
@@ -89,12 +90,21 @@ def test_each_broker_runs_on_its_own_machine_and_clients_reach_them_from_both_si
     docker(node, "run", "--rm", "--network", network, "--entrypoint", "sh", "minibroker:dev",
            "-c", f"seq 1 20 | sed 's/^/inside-/' | kafka-console-producer --bootstrap-server "
            f"{inside} --topic {TOPIC} --producer-property acks=all", timeout=180)  # fmt: skip
+    # kcat inside too (the netfault image has it): metadata names the brokers by their
+    # service names, and a write with acks=all.
+    kcat = ["run", "--rm", "--network", network, "--entrypoint", "sh", "minibroker-netfault:dev",
+            "-c"]  # fmt: skip
+    listing = docker(node, *kcat, f"kcat -b {inside} -L -t {TOPIC}", timeout=120)
+    for b in (1, 2, 3):
+        assert f"broker {b} at broker-{b}:29092" in listing, listing
+    docker(node, *kcat, f"echo kcat-inside-1 | kcat -b {inside} -P -t {TOPIC} -p 1 -X acks=all",
+           timeout=120)  # fmt: skip
     read = docker(node, "run", "--rm", "--network", network, "minibroker:dev",
                   "kafka-console-consumer", "--bootstrap-server", inside, "--topic", TOPIC,
                   "--from-beginning", "--timeout-ms", "10000", timeout=180)  # fmt: skip
     # The console producer is Kafka's: no idempotence, so a retried send may be written twice.
     want = {f"outside-{i}" for i in range(30)} | {f"inside-{i}" for i in range(1, 21)}
-    want |= {"kcat-1", "kcat-2"}
+    want |= {"kcat-1", "kcat-2", "kcat-inside-1"}
     assert set(read.split()) == want, (sorted(want - set(read.split())), read)
 
 
@@ -138,3 +148,49 @@ def test_the_load_generator_drives_the_swarm_through_a_killed_broker(swarm: Swar
     assert len(faults) == 2, got["faults"]  # the kill and the start, both carried out
     wait_partitions(swarm, "loadgen", all_in_sync, "broker 3 back in every ISR", 120)
     shutil.rmtree(report_file.parent)
+
+
+def test_the_stacks_load_generator_runs_on_spark_workers_on_every_machine(swarm: Swarm) -> None:
+    """SWARM.md's swarm-spark block: Spark standalone scaled up in the stack, a worker on each
+    machine, the load generator service's run with its tasks' ledgers sent to the driver (the
+    machines share no folder), every acknowledged record read back; then swarm-spark-off."""
+    swarm.block("swarm-images-spark", timeout=600)
+    out = swarm.block("swarm-spark", timeout=900).stdout
+    print(out[-2500:])
+    assert "verification: OK: 0 of 100,000 acknowledged records missing" in out
+    launched = {}
+    for node in (n.name for n in swarm.lab.nodes):
+        workers = swarm.stack.engine(node).containers.list(
+            filters={"label": f"com.docker.swarm.service.name={STACK}_spark-worker"}
+        )
+        assert len(workers) == 1, f"{node} runs {len(workers)} Spark workers"
+        log = workers[0].logs().decode(errors="replace")
+        launched[node] = log.count("Asked to launch executor")
+    assert all(launched.values()), f"executors launched per machine: {launched}"
+    swarm.block("swarm-spark-off", timeout=120)
+
+    # confluent-kafka inside the overlay (the load generator's image has it), by service names:
+    # idempotent acks=all writes to the run's topic, read back at the offsets acknowledged.
+    inside = "broker-1:29092,broker-2:29092,broker-3:29092"
+    code = f"""
+from confluent_kafka import Consumer, Producer, TopicPartition
+p = Producer({{"bootstrap.servers": "{inside}", "acks": "all", "enable.idempotence": True}})
+acked = []
+for i in range(5):
+    p.produce("loadgen", b"confluent-inside-%d" % i, partition=0,
+              on_delivery=lambda err, m: acked.append((err, m.offset())))
+assert p.flush(60) == 0 and len(acked) == 5 and all(e is None for e, _ in acked), acked
+c = Consumer({{"bootstrap.servers": "{inside}", "group.id": "inside"}})
+c.assign([TopicPartition("loadgen", 0, min(o for _, o in acked))])
+values = []
+while len(values) < 5:
+    m = c.poll(30)
+    assert m is not None, values
+    if not m.error():
+        values.append(m.value().decode())
+print(" ".join(values))
+"""
+    read = docker(swarm.lab.nodes[1], "run", "--rm", "--network", f"{STACK}_minibroker",
+                  "--entrypoint", "python", "minibroker-loadgen:dev", "-c", code,
+                  timeout=180)  # fmt: skip
+    assert read.split() == [f"confluent-inside-{i}" for i in range(5)], read

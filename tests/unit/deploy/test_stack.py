@@ -12,6 +12,7 @@ from tests.unit.deploy import compose_checks as cc
 from tests.unit.deploy.test_compose import schema_errors
 
 STACK = cc.ROOT / "deploy" / "stack.yml"
+ON_DEMAND = ("loadgen", "spark-master", "spark-worker")  # compose's profiles: 0 replicas
 
 
 def test_the_stack_is_what_the_topology_generates() -> None:
@@ -28,12 +29,14 @@ def test_the_stack_follows_the_compose_specification() -> None:
 
 def test_zookeeper_brokers_and_controllers_run_where_labelled_and_publish_on_that_node() -> None:
     services = cc.load(STACK)["services"]
-    assert set(services) == {t.ZOOKEEPER, "dashboard", *(n.name for n in t.nodes())}
+    cluster = {t.ZOOKEEPER, "dashboard", *(n.name for n in t.nodes())}
+    assert set(services) == cluster | set(ON_DEMAND)
     for name, service in services.items():
         deploy = service["deploy"]
         assert deploy["endpoint_mode"] == "dnsrr", name  # no IPVS needed
-        assert deploy["restart_policy"]["condition"] == "${MINIBROKER_SWARM_RESTART:-none}"
-        assert all(p["mode"] == "host" for p in service["ports"]), name
+        if name in cluster:
+            assert deploy["restart_policy"]["condition"] == "${MINIBROKER_SWARM_RESTART:-none}"
+        assert all(p["mode"] == "host" for p in service.get("ports", [])), name
         assert "build" not in service and "depends_on" not in service, name
     for n in t.nodes():
         service = services[n.name]
@@ -55,3 +58,18 @@ def test_zookeeper_brokers_and_controllers_run_where_labelled_and_publish_on_tha
     assert services[t.ZOOKEEPER]["deploy"]["placement"]["constraints"] == [
         "node.labels.minibroker.zookeeper == true"
     ]
+
+
+def test_the_load_generator_and_spark_wait_at_zero_replicas_and_spread_workers() -> None:
+    services = cc.load(STACK)["services"]
+    for name in ON_DEMAND:
+        deploy = services[name]["deploy"]
+        assert deploy["replicas"] == 0, name  # `docker service scale` starts them (SWARM.md)
+        assert deploy["restart_policy"]["condition"] == "none", name  # a run ends, and stays
+    worker = services["spark-worker"]
+    assert worker["deploy"]["placement"] == {"max_replicas_per_node": 1}  # one per machine
+    assert "volumes" not in worker  # no folder shared with the driver...
+    assert "--ledger-on-driver" in services["loadgen"]["command"]  # ...so ledgers travel to it
+    line = worker["entrypoint"][-1]  # the worker advertises its own address, not the service's
+    assert "SPARK_LOCAL_IP=$$(hostname -i" in line and '--host "$$SPARK_LOCAL_IP"' in line
+    assert "spark://spark-master:7077" in services["loadgen"]["command"]

@@ -4,13 +4,15 @@ commit summary; no Spark session, no cluster."""
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType
 
-from loadgen.datasource import MinibrokerCommitMessage, WriteColumns, rows_to_records, summarize
-from loadgen.source_io import LEDGER_SCHEMA, Ledger, OutRecord
+from loadgen.datasource import WriteColumns, rows_to_records
+from loadgen.source_io import LEDGER_SCHEMA, Ledger, OutRecord, ledger_bytes
 from loadgen.source_options import (
     EARLIEST,
     LATEST,
@@ -24,6 +26,7 @@ from loadgen.source_options import (
     plan_stream_ranges,
     resolve_offsets,
 )
+from loadgen.write_commits import MinibrokerCommitMessage, ledger_written, summarize
 from minibroker.client import ProduceError, RecordMetadata
 from minibroker.core.errors import ErrorCode
 
@@ -181,6 +184,25 @@ def test_ledger_columns_and_summary() -> None:
         "first_send_ms": 5,
         "last_ack_ms": 50,
     }
+
+
+def test_a_ledger_sent_to_the_driver_is_written_there(tmp_path: Path) -> None:
+    where = {"ledger.path": str(tmp_path), "ledger.location": "driver"}
+    opts = parse_write_options({"bootstrap": BOOT, "topic": "t", **where}, has_topic_column=False)
+    assert opts.ledger_on_driver
+    ledger = Ledger()
+    record = OutRecord("t", None, b"k", b"v")
+    ledger.add(record, hashlib.sha256(b"v").hexdigest(), 10, 15, RecordMetadata("t", 1, 7, 10))
+    sent = MinibrokerCommitMessage(0, 1, 1, 0, {}, None, 10, 15, "ledger-3-0-9.parquet",
+                                   ledger_bytes(ledger))  # fmt: skip
+    landed = ledger_written(opts, sent)
+    assert isinstance(landed, MinibrokerCommitMessage) and landed.ledger_data is None
+    assert landed.ledger_file == str(tmp_path / "ledger-3-0-9.parquet")
+    assert pq.read_table(landed.ledger_file).equals(ledger.table())
+    assert ledger_written(opts, None) is None  # a failed task sent nothing
+    with pytest.raises(MinibrokerSourceError, match="'ledger.location' must be executor or driver"):
+        parse_write_options({"bootstrap": BOOT, "topic": "t", "ledger.location": "nfs"},
+                            has_topic_column=False)  # fmt: skip
 
 
 def test_rows_become_records_like_sparks_kafka_sink() -> None:
