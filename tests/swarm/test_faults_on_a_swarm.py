@@ -1,8 +1,8 @@
 """Faults on a swarm (issue 40 §1 and §2), with an acks=all writer recorded for the history
 checker through each:
 - on a broker's task, wherever it runs, through `minibroker cluster ... --swarm` (deploy/SWARM.md's
-  blocks: kill, start, drain and activate its machine; and isolate, heal, pause, resume), and a
-  kill under restart policy `any` (Swarm's own new task, with the broker's data);
+  blocks: kill, start, drain and activate its machine; and isolate, heal, pause, resume,
+  stop), and a kill under restart policy `any` (Swarm's own new task, with the broker's data);
 - on a machine: cut from the other machines (the seeds' story across machines: the leader's
   machine loses ZooKeeper and its followers, clients still reach it)."""
 
@@ -63,6 +63,12 @@ def test_faults_on_a_brokers_task_wherever_it_runs(swarm: Swarm, tmp_path: Path)
         assert swarm.backend.state("broker-1") == "paused"
         mb(swarm, "cluster", "resume", "broker-1", "--swarm")
         assert swarm.backend.state("broker-1") == "running"
+
+        mb(swarm, "cluster", "stop", "broker-2", "--swarm")  # SIGTERM: a controlled shutdown
+        assert swarm.backend.state("broker-2") == "dead"
+        wait_partitions(swarm, topic, without(2), "leaders and ISRs off the stopped broker 2", 60)
+        mb(swarm, "cluster", "start", "broker-2", "--swarm")
+        wait_partitions(swarm, topic, all_in_sync, "broker 2 back in every ISR", 120)
 
         # Restart policy any, for broker 1: the kill is followed by Swarm's own new task.
         failed_before = failed_tasks(swarm, "broker-1")
