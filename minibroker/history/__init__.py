@@ -12,7 +12,7 @@ history").
 """
 
 from minibroker.history.check import AT_LEAST_ONCE, EXACTLY_ONCE, CheckResult, check
-from minibroker.history.model import Assign, ClientHistory, Commit, Read, Send, Txn
+from minibroker.history.model import Assign, ClientHistory, Commit, Idle, Read, Send, Txn
 from minibroker.history.recorder import HistoryRecorder, load
 from minibroker.history.rules import Anomaly
 
@@ -25,6 +25,7 @@ __all__ = [
     "ClientHistory",
     "Commit",
     "HistoryRecorder",
+    "Idle",
     "Read",
     "Send",
     "Txn",

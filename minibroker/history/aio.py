@@ -109,6 +109,8 @@ class RecordingAIOConsumer(ReadRecording):
 
     async def getmany(self, *partitions: Any, **kw: Any) -> Any:
         batches = await self._client.getmany(*partitions, **kw)
+        if not batches:
+            self._idle.empty()
         for records in batches.values():
             for r in records:
                 self._read(r)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from minibroker.client.event_text import clock
-from minibroker.history import rules
+from minibroker.history import rules, txn_rules
 from minibroker.history.model import ClientHistory, Send, show
 from minibroker.history.rules import Anomaly
 
@@ -171,10 +171,13 @@ def check(
     delivery: str = AT_LEAST_ONCE,
     pipelines: Mapping[str, str] | None = None,
     timeline: Sequence[TimelineEvent] = (),
+    transaction_timeout_ms: int = txn_rules.KAFKA_TRANSACTION_TIMEOUT_MS,
 ) -> CheckResult:
     """Every rule over `history`. `delivery` is what the application promises
     (at-least-once: duplicates are reported, allowed; exactly-once: they fail). `pipelines`
-    maps an input topic to the output topic it is transformed into, records known by key."""
+    maps an input topic to the output topic it is transformed into, records known by key.
+    `transaction_timeout_ms`: the producers' transaction.timeout.ms, the longest a transaction
+    may hold read_committed consumers back (minibroker.history.txn_rules)."""
     if delivery not in (AT_LEAST_ONCE, EXACTLY_ONCE):
         raise ValueError(f"delivery must be {AT_LEAST_ONCE!r} or {EXACTLY_ONCE!r}")
     lenient = delivery == AT_LEAST_ONCE
@@ -186,6 +189,9 @@ def check(
         + rules.duplicates(history, allowed=lenient)
         + rules.unexpected_reads(history)
         + rules.aborted_reads(history)
+        + txn_rules.torn_transactions(history)
+        + txn_rules.stalled_consumers(history, transaction_timeout_ms)
+        + txn_rules.cycles(history)
     )
     for source, sink in (pipelines or {}).items():
         found += unprocessed(history, source, sink)

@@ -17,6 +17,7 @@ from minibroker.history.model import (
     OK,
     Assign,
     Commit,
+    IdlePolls,
     Read,
     Recording,
     Send,
@@ -174,6 +175,7 @@ class RecordingConsumer:
             config["on_commit"] = committed  # automatic and asynchronous commits
             client = Consumer(config)
         self._client = client
+        self._idle = IdlePolls(recorder, self.name, self.group, self.read_committed)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
@@ -194,11 +196,15 @@ class RecordingConsumer:
 
     def poll(self, *args: Any, **kw: Any) -> Any:
         m = self._client.poll(*args, **kw)
+        if m is None:
+            self._idle.empty()
         self._read(m)
         return m
 
     def consume(self, *args: Any, **kw: Any) -> Any:
         messages = self._client.consume(*args, **kw)
+        if not messages:
+            self._idle.empty()
         for m in messages:
             self._read(m)
         return messages

@@ -15,6 +15,7 @@ from minibroker.history.model import (
     OK,
     Assign,
     Commit,
+    IdlePolls,
     Read,
     Recording,
     Send,
@@ -155,6 +156,7 @@ class ReadRecording:
         self.name = recorder.client_name("consumer")
         self.group = str(config.get("group_id") or "")
         self.read_committed = config.get("isolation_level") == "read_committed"
+        self._idle = IdlePolls(recorder, self.name, self.group, self.read_committed)
 
     def _read(self, r: Any) -> Any:
         self._recorder.record(
@@ -192,6 +194,8 @@ class RecordingKafkaConsumer(ReadRecording):
 
     def poll(self, *args: Any, **kw: Any) -> Any:
         batches = self._client.poll(*args, **kw)
+        if not batches:
+            self._idle.empty()
         for records in batches.values():
             for r in records:
                 self._read(r)

@@ -138,7 +138,35 @@ class Assign:
     op: str = field(default="assign", repr=False)
 
 
-Op = Send | Read | Commit | Txn | Assign
+@dataclass(frozen=True)
+class Idle:
+    """A consumer polled and got nothing (recorded at most once a second per consumer): that
+    it was still asking is what tells a stalled consumer from one that stopped."""
+
+    client: str
+    group: str
+    ts_ms: int
+    read_committed: bool = False
+    op: str = field(default="idle", repr=False)
+
+
+Op = Send | Read | Commit | Txn | Assign | Idle
+IDLE_EVERY_MS = 1000
+
+
+class IdlePolls:
+    """A recording consumer's empty polls, as Idle ops at most once every IDLE_EVERY_MS."""
+
+    def __init__(self, recorder: Recording, client: str, group: str, read_committed: bool):
+        self._recorder, self._client, self._group = recorder, client, group
+        self._read_committed = read_committed
+        self._last_ms: int | None = None
+
+    def empty(self) -> None:
+        now = self._recorder.now_ms()
+        if self._last_ms is None or now - self._last_ms >= IDLE_EVERY_MS:
+            self._last_ms = now
+            self._recorder.record(Idle(self._client, self._group, now, self._read_committed))
 
 
 def _op_ms(op: Op) -> int:
@@ -155,6 +183,7 @@ _KINDS: dict[str, type] = {
     "commit": Commit,
     "txn": Txn,
     "assign": Assign,
+    "idle": Idle,
 }
 _BYTES = ("key", "value")
 

@@ -173,8 +173,10 @@ def test_a_committed_transactions_record_not_readable_is_lost_an_aborted_one_is_
         Txn("prod", "prod#2", 6, 8, "aborted"),
         sent("d", 5),
     ]
+    # b is lost; and so prod#1, of which a was read, is torn (txn_rules).
     assert kinds(*ops, read("a", 0, committed=True), read("d", 5, committed=True)) == {
-        "lost-write": 1
+        "lost-write": 1,
+        "torn-transaction": 1,
     }
 
 
