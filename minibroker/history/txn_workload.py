@@ -39,8 +39,10 @@ class TxnWorkload:
     abort_every: int = 4  # each producer aborts its every Nth transaction (0: none)
     pause_s: float = 0.05  # between a producer's transactions
     transaction_timeout_ms: int = 10_000
-    drain_s: float = 5.0  # readers stop this long after their last record, producers done
-    deadline_s: float = 120.0
+    # The relay, once the producers are done, and the readers, once the relay is too, stop
+    # where they have read every partition to its end, or after this long without a record.
+    drain_s: float = 30.0
+    deadline_s: float = 180.0
     prefix: str = "txnload"
 
     @property
@@ -56,6 +58,7 @@ class _Run:
     def __init__(self, w: TxnWorkload, config: Mapping[str, Any], folder: Path) -> None:
         self.w, self.config, self.folder = w, dict(config), folder
         self.producers_done = threading.Event()
+        self.relay_done = threading.Event()
         self.stop = threading.Event()
         self.errors: list[str] = []
 
@@ -121,7 +124,7 @@ class _Run:
             tid = f"{w.prefix}-relay"
             producer = self._transactional(recorder, tid)
             quiet_since = time.monotonic()
-            while not self._done(quiet_since):
+            while not self._done(consumer, self.producers_done, quiet_since):
                 messages = [m for m in consumer.consume(100, 0.5) if m.error() is None]
                 if not messages:
                     continue
@@ -149,9 +152,12 @@ class _Run:
                             consumer.seek(tp)
             consumer.close()
 
-    def _done(self, quiet_since: float) -> bool:
-        quiet = time.monotonic() - quiet_since > self.w.drain_s
-        return self.stop.is_set() or (self.producers_done.is_set() and quiet)
+    def _done(self, consumer: Any, upstream: threading.Event, quiet_since: float) -> bool:
+        if self.stop.is_set():
+            return True
+        if not upstream.is_set():
+            return False
+        return _read_to_the_end(consumer) or time.monotonic() - quiet_since > self.w.drain_s
 
     def read(self, i: int) -> None:
         w = self.w
@@ -162,8 +168,9 @@ class _Run:
                  "auto.offset.reset": "earliest", "isolation.level": "read_committed"}
             )  # fmt: skip
             consumer.subscribe(topics)
+            upstream = self.relay_done if w.relay else self.producers_done
             quiet_since = time.monotonic()
-            while not self._done(quiet_since):
+            while not self._done(consumer, upstream, quiet_since):
                 if any(m.error() is None for m in consumer.consume(100, 0.5)):
                     quiet_since = time.monotonic()
             consumer.close()
@@ -176,6 +183,22 @@ class _Run:
                 self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
 
         return body
+
+
+def _read_to_the_end(consumer: Any) -> bool:
+    """Whether the consumer's position in every partition it has is at its end (the high
+    watermark; with every transaction ended, the last stable offset is there too)."""
+    assigned = consumer.assignment()
+    if not assigned:
+        return False
+    try:
+        for tp in consumer.position(assigned):
+            _, high = consumer.get_watermark_offsets(tp, CALL_TIMEOUT_S)
+            if tp.offset < high:
+                return False
+    except Exception:  # noqa: BLE001 - a broker gone meanwhile: not known to be at the end
+        return False
+    return True
 
 
 def run(w: TxnWorkload, config: Mapping[str, Any], folder: Path) -> ClientHistory:
@@ -193,18 +216,18 @@ def run(w: TxnWorkload, config: Mapping[str, Any], folder: Path) -> ClientHistor
         threading.Thread(target=state.guarded(f"reader {i}", functools.partial(state.read, i)))
         for i in range(w.readers)
     ]
-    if w.relay:
-        others.append(threading.Thread(target=state.guarded("relay", state.relay)))
-    for t in producers + others:
+    relay = [threading.Thread(target=state.guarded("relay", state.relay))] if w.relay else []
+    for t in producers + relay + others:
         t.start()
     deadline = time.monotonic() + w.deadline_s
-    for t in producers:
-        t.join(max(0.0, deadline - time.monotonic()))
-    state.producers_done.set()
+    for stage, done in ((producers, state.producers_done), (relay, state.relay_done)):
+        for t in stage:
+            t.join(max(0.0, deadline - time.monotonic()))
+        done.set()
     for t in others:
         t.join(max(0.0, deadline - time.monotonic()))
     state.stop.set()
-    for t in producers + others:
+    for t in producers + relay + others:
         t.join(CALL_TIMEOUT_S * 2)
     if state.errors:
         raise RuntimeError("; ".join(state.errors))
