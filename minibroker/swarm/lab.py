@@ -40,6 +40,7 @@ DEFAULT_PREFIX = "mbswarm"
 STACK_IMAGES = (t.RUNTIME_IMAGE, t.ZOOKEEPER_IMAGE, t.NETFAULT_IMAGE)
 HOST_ENGINE = DEFAULT_SOCKET  # this machine's engine: the lab's machines are its containers
 BOOTS = 3  # attempts at starting a killed machine again
+REJOIN_S = 45.0  # a started machine's engine, until the swarm has it Ready again
 SOCKET_MOUNT = "/run/minibroker-node"  # where a node's engine puts its docker.sock
 MTU = 1400  # these machines' engines use 1400; the overlay inside takes VXLAN's 50 off it
 
@@ -279,16 +280,40 @@ class SwarmLab:
         node = self.node(name)
         deadline = time.monotonic() + timeout_s
         for boot in range(1, BOOTS + 1):
-            self.client.containers.get(node.container).start()
+            container = self.client.containers.get(node.container)
+            if boot == 1:
+                container.start()
+            else:
+                container.restart(timeout=10)
             try:
                 self._wait_engine(node, deadline)
+                self._wait_ready(node, min(deadline, time.monotonic() + REJOIN_S))
                 return
             except ClusterError:
-                # Seen once in ~10 restarts: the engine exits at boot with "bind: address
-                # already in use" on its socket (docs/notes.md); a machine that fails to boot
-                # is powered on again, as an operator would.
+                # Seen once in ~10 restarts each (docs/notes.md): the engine exits at boot with
+                # "bind: address already in use" on its socket; or it runs and believes itself
+                # in the swarm while the manager keeps it Down. A machine that does not come
+                # back is powered on again, as an operator would.
                 if boot == BOOTS or time.monotonic() > deadline:
                     raise
+
+    def _wait_ready(self, node: LabNode, deadline: float) -> None:
+        """Until the swarm's manager has the machine Ready again (if it is in a swarm)."""
+        state = docker(node, "info", "--format", "{{.Swarm.LocalNodeState}}").strip()
+        if state != "active":
+            return
+        manager = self.nodes[0]
+        while True:
+            # check=False: a manager that is itself coming back answers with an error a while
+            listing = docker(
+                manager, "node", "ls", "--format", "{{.Hostname}} {{.Status}}", check=False
+            )
+            status = dict(line.split(maxsplit=1) for line in listing.splitlines() if " " in line)
+            if status.get(node.name) == "Ready":
+                return
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{node.name}'s engine runs but the swarm has it {status}")
+            time.sleep(1)
 
     def cut_node(self, name: str) -> list[str]:
         """The machine is cut from the other machines (the host, where clients run, still
