@@ -26,8 +26,8 @@ minibroker.history.rules', and hold for transactional records too.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
 
+from minibroker.core.graph import components
 from minibroker.history.model import COMMITTED, OK, Assign, ClientHistory, Idle, Read, Send, show
 from minibroker.history.rules import Anomaly, Record, acknowledged
 
@@ -217,48 +217,6 @@ def dependency_edges(h: ClientHistory) -> list[Edge]:
     return sorted(edges)
 
 
-def _components(nodes: Iterable[str], succ: Mapping[str, list[str]]) -> list[list[str]]:
-    """Strongly connected components of two or more nodes (Tarjan's, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    out: list[list[str]] = []
-    for root in nodes:
-        if root in index:
-            continue
-        work = [(root, 0)]
-        while work:
-            node, i = work.pop()
-            if i == 0:
-                index[node] = low[node] = len(index)
-                stack.append(node)
-                on_stack.add(node)
-            nexts = succ.get(node, [])
-            if i < len(nexts):
-                work.append((node, i + 1))
-                child = nexts[i]
-                if child not in index:
-                    work.append((child, 0))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    top = stack.pop()
-                    on_stack.discard(top)
-                    component.append(top)
-                    if top == node:
-                        break
-                if len(component) > 1:
-                    out.append(sorted(component))
-    return out
-
-
 def _cycle_in(component: list[str], edges: list[Edge]) -> list[Edge]:
     """One cycle through the component's first node, by a breadth-first search."""
     inside = set(component)
@@ -301,7 +259,7 @@ def cycles(h: ClientHistory) -> list[Anomaly]:
         succ: dict[str, list[str]] = defaultdict(list)
         for a, b, _ in usable:
             succ[a].append(b)
-        for component in _components(sorted(succ), succ):
+        for component in components(succ):
             if any(frozenset(component) >= seen for seen in reported):
                 continue
             reported.add(frozenset(component))
