@@ -149,14 +149,12 @@ def _protocol(raw: str) -> Protocol:
     raise MinibrokerSourceError(f"option 'protocol' must be grpc or kafka, got {raw!r}")
 
 
-def _ledger_location(raw: str) -> bool:
-    """True for `driver`."""
-    where = raw.strip().lower()
-    if where not in ("executor", "driver"):
-        raise MinibrokerSourceError(
-            f"option 'ledger.location' must be executor or driver, got {raw!r}"
-        )
-    return where == "driver"
+def _either(name: str, raw: str, no: str, yes: str) -> bool:
+    """An option of two values: True for `yes`; anything else is refused."""
+    value = raw.strip().lower()
+    if value not in (no, yes):
+        raise MinibrokerSourceError(f"option '{name}' must be {no} or {yes}, got {raw!r}")
+    return value == yes
 
 
 def parse_write_options(options: Mapping[str, str], *, has_topic_column: bool) -> WriteOptions:
@@ -182,7 +180,9 @@ def parse_write_options(options: Mapping[str, str], *, has_topic_column: bool) -
         command_config=opts.get("command.config", "").strip() or None,
         transactional_id=opts.get("transactional.id", "").strip() or None,
         transaction_records=_int(opts, "transaction.records", 100, minimum=1),
-        ledger_on_driver=_ledger_location(opts.get("ledger.location", "executor")),
+        ledger_on_driver=_either(
+            "ledger.location", opts.get("ledger.location", "executor"), "executor", "driver"
+        ),
     )
     if parsed.transactional_id is not None and parsed.protocol != "kafka":
         raise MinibrokerSourceError("option 'transactional.id' needs protocol kafka")
@@ -214,17 +214,13 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         max_block_ms=_int(opts, "max.block.ms", 10000, minimum=1),
         poll_timeout_ms=_int(opts, "poll.timeout.ms", 120000, minimum=1),
         fail_on_data_loss=_bool(opts, "failondataloss", True),
-        read_committed=_isolation(opts.get("isolation.level", "read_uncommitted")),
+        read_committed=_either(
+            "isolation.level",
+            opts.get("isolation.level", "read_uncommitted"),
+            "read_uncommitted",
+            "read_committed",
+        ),  # fmt: skip
     )
-
-
-def _isolation(raw: str) -> bool:
-    level = raw.strip().lower()
-    if level not in ("read_uncommitted", "read_committed"):
-        raise MinibrokerSourceError(
-            f"option 'isolation.level' must be read_uncommitted or read_committed, got {raw!r}"
-        )
-    return level == "read_committed"
 
 
 def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:

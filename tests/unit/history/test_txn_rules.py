@@ -107,6 +107,17 @@ def test_write_order_gives_ww_edges_and_committed_positions_wr_and_rw() -> None:
     ]
 
 
+def crossed(offset: int) -> list[Op]:
+    """a#1 writes t-0 and b#1 writes t-1, each at `offset`; each commits, in its transaction,
+    a position of 1 in the other's partition (consume-transform-produce)."""
+    return [
+        w("a0", offset, "a#1"), w("b0", offset, "b#1", p=1),
+        Commit("a", "g", (("t", 1, 1),), 3, txn="a#1"),
+        Commit("b", "g", (("t", 0, 1),), 3, txn="b#1"),
+        end("a#1"), end("b#1"),
+    ]  # fmt: skip
+
+
 def test_cycles_are_classified_and_only_a_wr_cycle_is_a_failure() -> None:
     interleaved: list[Op] = [w("a0", 0, "a#1"), w("b0", 1, "b#1"), w("b1", 0, "b#1", p=1),
                    w("a1", 1, "a#1", p=1), end("a#1"), end("b#1")]  # fmt: skip
@@ -118,21 +129,10 @@ def test_cycles_are_classified_and_only_a_wr_cycle_is_a_failure() -> None:
     )
     # Each consumed the other's committed record: one of them read before the other committed,
     # so read something uncommitted.
-    circular: list[Op] = [
-        w("a0", 0, "a#1"), w("b0", 0, "b#1", p=1),
-        Commit("a", "g", (("t", 1, 1),), 3, txn="a#1"),
-        Commit("b", "g", (("t", 0, 1),), 3, txn="b#1"),
-        end("a#1"), end("b#1"),
-    ]  # fmt: skip
-    [g1] = cycles(history(*circular))
+    [g1] = cycles(history(*crossed(0)))
     assert (g1.kind, g1.allowed) == ("cycle-G1c-wr", False)
     # Write skew: each committed a position just below the other's write (two rw edges).
-    skew: list[Op] = [
-        w("a0", 1, "a#1"), w("b0", 1, "b#1", p=1),
-        Commit("a", "g", (("t", 1, 1),), 3, txn="a#1"),
-        Commit("b", "g", (("t", 0, 1),), 3, txn="b#1"),
-        end("a#1"), end("b#1"),
-    ]  # fmt: skip
+    skew = crossed(1)
     [g2] = cycles(history(*skew))
     assert (g2.kind, g2.allowed) == ("cycle-G2", True)
     # An aborted transaction takes no part; nor do transactions in one order everywhere.
