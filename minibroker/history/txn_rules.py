@@ -25,6 +25,7 @@ minibroker.history.rules', and hold for transactional records too.
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 
 from minibroker.core.graph import components
@@ -208,12 +209,13 @@ def dependency_edges(h: ClientHistory) -> list[Edge]:
             continue
         for topic, partition, next_offset in c.offsets:
             rows = writes.get((topic, partition), [])
-            below = [row for row in rows if row[0] < next_offset]
-            above = [row for row in rows if row[0] >= next_offset]
-            if below and below[-1][1] and below[-1][1] != c.txn:
-                edges.add((below[-1][1], c.txn, "wr"))
-            if above and above[0][1] and above[0][1] != c.txn:
-                edges.add((c.txn, above[0][1], "rw"))
+            at = bisect.bisect_left(rows, (next_offset, ""))  # the first write at or above
+            last_read = rows[at - 1][1] if at > 0 else ""
+            next_write = rows[at][1] if at < len(rows) else ""
+            if last_read and last_read != c.txn:
+                edges.add((last_read, c.txn, "wr"))
+            if next_write and next_write != c.txn:
+                edges.add((c.txn, next_write, "rw"))
     return sorted(edges)
 
 
