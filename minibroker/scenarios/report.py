@@ -55,6 +55,18 @@ class Report:
         names = {v.invariant for v in self.failures}
         return [n for n in INVARIANTS if n in names]
 
+    def problems(self) -> list[str]:
+        """What made the run fail, one line each (empty when it passed): the lines a clipped
+        CI log must still show, so a failure's cause leads its message."""
+        lines = [f"step failed: {e}" for e in self.errors]
+        lines += [f"check FAIL {c.name}: {c.message}" for c in self.failed_checks]
+        lines += [
+            f"violation {v.invariant}: {v.message}" for v in self.failures[:SHOWN_PER_INVARIANT]
+        ]
+        if len(self.failures) > SHOWN_PER_INVARIANT:
+            lines.append(f"... {len(self.failures) - SHOWN_PER_INVARIANT} more violation(s)")
+        return lines
+
     def verdict(self) -> str:
         if self.passed:
             return "verdict: PASS"

@@ -21,5 +21,7 @@ def test_scenario_passes(name: str, tmp_path: Path) -> None:
         pytest.skip(f"{name} needs the loopback fault proxy (`cluster up --proxy`)")
     report = run(scenario, RunOptions(seed=0, cluster_dir=tmp_path / "cluster"))
     print(report.render())
-    assert report.passed, f"{report.render()}\nrerun: minibroker scenario run {name} --seed 0"
+    rerun = f"rerun: minibroker scenario run {name} --seed 0"
+    # The cause first: CI keeps a failure message's head and tail, not its middle.
+    assert report.passed, "\n".join([*report.problems(), rerun, "", report.render()])
     assert report.history.summary()["acked"] > 100
