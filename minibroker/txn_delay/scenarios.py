@@ -1,0 +1,270 @@
+"""Kafka's transaction protocol under a delayed message, reproduced on a real cluster (issue 41
+§2): each scenario drives a transactional producer of our own (producer.py: the delayed
+produce must land at a moment an unmodified client's retries will not pick) next to
+unmodified confluent-kafka clients, a read_committed reader records what it gets, and the
+history checker (minibroker.history.check) says what went wrong, with the cluster's events and
+the scenario's own steps around it.
+
+- hanging-transaction: a produce delayed past its transaction's abort lands after the abort
+  marker. Kafka 2.6's leader starts a transaction on any transactional batch
+  (ProducerStateManager: the first transactional batch of a producer opens one), the
+  coordinator has nothing open for that producer, so nothing ever ends it: the partition's
+  last stable offset stops there and every read_committed consumer of it stalls, also behind
+  later transactions that committed (KAFKA-12671; Jepsen's Bufstream 0.1.0 analysis).
+- delayed-produce-next-transaction: the same delayed produce lands while the producer's next
+  transaction is open on that partition. Same producer id, same epoch, the next sequence
+  number: the leader takes it into the open transaction, which commits, so a record of the
+  aborted transaction is read (an aborted read).
+
+With `transaction.partition.verification.enable` (KIP-890 part 1) the leader asks the
+coordinator first and refuses both delayed produces; the checker then finds nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from minibroker.history.check import EXACTLY_ONCE, CheckResult, check
+from minibroker.history.recorder import HistoryRecorder, load
+from minibroker.runtime.clock import now_ms
+from minibroker.runtime.waiting import wait_until
+from minibroker.testing import Cluster
+from minibroker.txn_delay.producer import OwnTransactionalProducer
+
+TIMEOUT_MS = 5_000  # the producers' transaction.timeout.ms, and the checker's
+PARTITIONS = 2
+CALL_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Step:
+    """One thing a scenario did, in the report's timeline next to the cluster's events."""
+
+    ts_ms: int
+    text: str
+    is_story: bool = True
+
+    def __str__(self) -> str:
+        return f"{time.strftime('%H:%M:%S', time.gmtime(self.ts_ms / 1000))}." + (
+            f"{self.ts_ms % 1000:03d}  step  {self.text}"
+        )
+
+
+@dataclass
+class Stage:
+    """What a scenario's steps work with: the cluster, a topic of its own, recorders."""
+
+    cluster: Cluster
+    topic: str
+    folder: Path
+    steps: list[Step] = field(default_factory=list)
+    _recorders: list[HistoryRecorder] = field(default_factory=list)
+
+    def recorder(self, name: str) -> HistoryRecorder:
+        r = HistoryRecorder(self.folder / f"{name}.jsonl", name=name)
+        self._recorders.append(r)
+        return r
+
+    def step(self, text: str) -> None:
+        self.steps.append(Step(now_ms(), text))
+
+    def own_producer(self, name: str) -> OwnTransactionalProducer:
+        tid = f"{self.topic}-{name}"
+        own = OwnTransactionalProducer(
+            self.cluster.bootstrap_servers, tid, self.recorder(name), TIMEOUT_MS
+        )
+        own.init()
+        self.step(f"{name}: InitProducerId({tid}) -> producer {own.producer_id} epoch {own.epoch}")
+        return own
+
+    def wait_markers(self, own: OwnTransactionalProducer, commit: bool) -> None:
+        """Until the coordinator has written the transaction's markers to every partition in
+        it (its txn_committed / txn_aborted event): what a delayed message then lands after."""
+        kind = "txn_committed" if commit else "txn_aborted"
+        since = own.ended_ms
+
+        def written() -> bool:
+            return any(
+                e.get("transactional_id") == own.tid for e in self.cluster.events(since, kind)
+            )
+
+        wait_until(written, timeout_s=CALL_TIMEOUT_S, what=f"{own.tid}'s {kind} event")
+        self.step(f"coordinator: {own.transaction}'s markers written ({kind})")
+
+    def unmodified_commits(self, transactions: int, value: str) -> None:
+        """An unmodified confluent-kafka transactional producer commits `transactions`
+        transactions, each writing one record to every partition of the topic."""
+        recorder = self.recorder("confluent-producer")
+        config = self.cluster.confluent_config()
+        producer = recorder.producer(
+            {**config, "transactional.id": f"{self.topic}-confluent", "acks": "all",
+             "transaction.timeout.ms": TIMEOUT_MS}
+        )  # fmt: skip
+        producer.init_transactions(CALL_TIMEOUT_S)
+        for n in range(transactions):
+            producer.begin_transaction()
+            for p in range(PARTITIONS):
+                producer.produce(self.topic, f"{value}-{n}-p{p}".encode(), partition=p)
+            producer.commit_transaction(CALL_TIMEOUT_S)
+        producer.flush(CALL_TIMEOUT_S)
+        self.step(f"confluent-kafka producer: committed {transactions} transactions")
+
+    def close(self) -> None:
+        for r in self._recorders:
+            r.close()
+
+
+def hanging_transaction(stage: Stage) -> None:
+    own = stage.own_producer("delayed")
+    own.begin()
+    own.add_partitions(stage.topic, [0])
+    own.produce(stage.topic, 0, b"h-1")
+    held = own.prepare(stage.topic, 0, b"h-2")
+    stage.step(f"delayed: produce 'h-2' to {stage.topic}-0 sent, held on the way (sequence "
+               f"{held.sequence}, epoch {held.epoch})")  # fmt: skip
+    own.give_up(held)
+    own.end(commit=False)
+    stage.step("delayed: gave up on 'h-2' (timed out) and aborted its transaction")
+    stage.wait_markers(own, commit=False)
+    stage.step(f"delayed: the held 'h-2' arrives at the leader: {own.deliver(held)}")
+    stage.unmodified_commits(3, "after")
+    own.close()
+
+
+def delayed_produce_next_transaction(stage: Stage) -> None:
+    own = stage.own_producer("delayed")
+    first = own.begin()
+    own.add_partitions(stage.topic, [0, 1])
+    own.produce(stage.topic, 1, b"t1-p1")
+    held = own.prepare(stage.topic, 0, b"t1-p0")
+    stage.step(f"delayed: {first} sends 't1-p0' to {stage.topic}-0, held on the way")
+    own.give_up(held)
+    own.end(commit=False)
+    stage.step(f"delayed: gave up on 't1-p0' (timed out), aborted {first}")
+    stage.wait_markers(own, commit=False)
+    second = own.begin()
+    own.add_partitions(stage.topic, [0, 1])
+    stage.step(f"delayed: {second} begins on partitions 0 and 1")
+    stage.step(f"delayed: the held 't1-p0' arrives at the leader: {own.deliver(held)}")
+    own.produce(stage.topic, 0, b"t2-p0")
+    own.produce(stage.topic, 1, b"t2-p1")
+    own.end(commit=True)
+    stage.step(f"delayed: {second} committed")
+    own.close()
+
+
+@dataclass(frozen=True)
+class DelayScenario:
+    name: str
+    description: str
+    expect: tuple[str, ...]  # the anomaly kinds Kafka 2.6's protocol lets through
+    steps: Callable[[Stage], None]
+    watch_s: float  # how long the reader keeps polling after the steps
+
+
+SCENARIOS = {
+    s.name: s
+    for s in (
+        DelayScenario(
+            "hanging-transaction",
+            "a transactional produce delayed past its transaction's abort opens a transaction "
+            "nothing ends: the LSO stops and read_committed readers stall",
+            ("stalled-consumer",),
+            hanging_transaction,
+            TIMEOUT_MS / 1000 + 3,
+        ),  # fmt: skip
+        DelayScenario(
+            "delayed-produce-next-transaction",
+            "a produce of an aborted transaction, delayed, lands in the producer's next "
+            "transaction and commits with it: an aborted read",
+            ("aborted-read",),
+            delayed_produce_next_transaction,
+            3.0,
+        ),  # fmt: skip
+    )
+}
+
+
+@dataclass(frozen=True)
+class DelayReport:
+    scenario: DelayScenario
+    verification: bool
+    result: CheckResult
+    steps: tuple[Step, ...]
+
+    @property
+    def found(self) -> list[str]:
+        return sorted(self.result.kinds())
+
+    @property
+    def reproduced(self) -> bool:
+        """Every anomaly the scenario is about was found."""
+        return all(k in self.result.kinds() for k in self.scenario.expect)
+
+    def text(self) -> str:
+        switch = "on" if self.verification else "off"
+        head = [
+            f"scenario {self.scenario.name}: {self.scenario.description}",
+            f"transaction.partition.verification.enable: {switch}",
+            "",
+            "steps:",
+            *(f"  {s}" for s in self.steps),
+            "",
+            self.result.text(),
+            "",
+        ]
+        if self.found:
+            head.append(f"found: {', '.join(self.found)}")
+        else:
+            head.append("found: nothing (the checker finds no anomaly)")
+        return "\n".join(head)
+
+
+def _read(stage: Stage, stop: threading.Event, errors: list[str]) -> None:
+    recorder = stage.recorder("reader")
+    try:
+        consumer = recorder.consumer(
+            {**stage.cluster.confluent_config(), "group.id": f"{stage.topic}-reader",
+             "auto.offset.reset": "earliest", "isolation.level": "read_committed"}
+        )  # fmt: skip
+        consumer.subscribe([stage.topic])
+        while not stop.is_set():
+            consumer.consume(100, 0.2)
+        consumer.close()
+    except Exception as exc:  # noqa: BLE001 - reported by run()
+        errors.append(f"reader: {type(exc).__name__}: {exc}")
+
+
+def run(
+    scenario: DelayScenario, cluster: Cluster, folder: Path, *, verification: bool = False
+) -> DelayReport:
+    """Runs `scenario` on `cluster` (whose brokers run with verification on or off, as
+    `verification` says) against a topic of its own; the history is kept in `folder`."""
+    topic = f"{scenario.name}-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(topic, partitions=PARTITIONS, replication_factor=3,
+                         min_insync_replicas=2)  # fmt: skip
+    stage = Stage(cluster, topic, folder)
+    since = now_ms()
+    stop, errors = threading.Event(), []
+    reader = threading.Thread(target=_read, args=(stage, stop, errors), daemon=True)
+    reader.start()
+    try:
+        scenario.steps(stage)
+        time.sleep(scenario.watch_s)  # the reader polling on: a stall is a duration
+    finally:
+        stop.set()
+        reader.join(CALL_TIMEOUT_S)
+        stage.close()
+    if errors:
+        raise RuntimeError("; ".join(errors))
+    history = load(sorted(folder.glob("*.jsonl")))
+    timeline: list[Any] = sorted([*cluster.events(since), *stage.steps], key=lambda e: e.ts_ms)
+    result = check(history, delivery=EXACTLY_ONCE, timeline=timeline,
+                   transaction_timeout_ms=TIMEOUT_MS)  # fmt: skip
+    return DelayReport(scenario, verification, result, tuple(stage.steps))
