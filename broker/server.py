@@ -29,6 +29,7 @@ from broker.replica_manager import ReplicaManager
 from broker.security.setup import BrokerSecurity, SecurityConfigError
 from broker.servicers import BrokerServicer
 from broker.transactions.marker_servicer import TxnMarkersServicer
+from broker.transactions.verification import TxnVerificationServicer
 from minibroker.core.listeners import (
     ListenerError,
     advertised_endpoints,
@@ -174,6 +175,8 @@ async def run_broker(settings: Settings) -> int:
         broker_pb2_grpc.add_BrokerServicer_to_server(BrokerServicer(rm, name, peers), server)
         control_pb2_grpc.add_ControlServicer_to_server(ControlServicer(rm, peers), server)
         txn_pb2_grpc.add_TxnMarkersServicer_to_server(TxnMarkersServicer(rm, peers), server)
+        verification = TxnVerificationServicer(rm, peers, lambda: kafka.transactions)
+        txn_pb2_grpc.add_TxnVerificationServicer_to_server(verification, server)
         events_pb2_grpc.add_EventsServicer_to_server(events, server)
 
     def on_epoch(epoch: int) -> None:

@@ -21,6 +21,7 @@ from broker.security.authorizer import Session
 from broker.security.sasl_gate import SaslGate
 from broker.security.setup import BrokerSecurity
 from broker.transactions.coordinator import TransactionCoordinator
+from broker.transactions.verification import TxnVerifier
 from minibroker.core.listeners import Endpoint
 from minibroker.core.security.principal_mapping import NoMatchingRule
 from minibroker.runtime import logging as slog
@@ -37,6 +38,12 @@ class KafkaServers:
         self._idle_s = 0.0
         self._groups: GroupCoordinator | None = None
         self._txns: TransactionCoordinator | None = None
+        self._verifier: TxnVerifier | None = None
+
+    @property
+    def transactions(self) -> TransactionCoordinator | None:
+        """This broker's transaction coordinator, once started."""
+        return self._txns
 
     async def listen(self, endpoint: Endpoint) -> int:
         """Bind `endpoint`; the port bound (0 if it cannot be)."""
@@ -103,6 +110,9 @@ class KafkaServers:
         self._groups.start()
         self._txns = TransactionCoordinator(rm, producer_ids.next_producer_id)
         self._txns.start()
+        if settings.get_bool("transaction.partition.verification.enable"):
+            self._verifier = TxnVerifier(rm, self._txns)
+            rm.appends.verify = self._verifier.verify
         for listener, server in self._servers.items():
             self._contexts[listener] = KafkaContext(
                 rm, listener, cluster_id, producer_ids, self._groups, self._txns,
@@ -120,5 +130,7 @@ class KafkaServers:
             await self._groups.stop()
         if self._txns is not None:
             await self._txns.stop()
+        if self._verifier is not None:
+            await self._verifier.close()
         for server in self._servers.values():
             await server.wait_closed()

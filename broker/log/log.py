@@ -31,6 +31,7 @@ from broker.log.segment_reads import locate, read_from
 from broker.log.segment_replacement import SegmentReplacement
 from broker.log.store import SegmentStore
 from broker.log.timestamp_search import TimestampSearch
+from broker.log.txn_tracker import VerificationGuard
 from broker.replication.leader_epoch import EpochEntry, LeaderEpochCache
 from minibroker.core import batch_validation
 from minibroker.core.errors import ErrorCode
@@ -181,11 +182,12 @@ class Log(SegmentReplacement, LogTransactions, TimestampSearch):
         *,
         transactional: bool = False,
         from_coordinator: bool = False,
+        verified: VerificationGuard | None | bool = False,
     ) -> AppendInfo:
         """Validate the producer's batches, give them offsets from the LEO and the leader's
         epoch, and append them. RecordError leaves the log unchanged; so does an idempotent
         producer's retry of a batch it appended before, answered with that append's offsets
-        (producer_state.py)."""
+        (producer_state.py; `verified` is its transaction verification guard)."""
         stamped = batch_validation.validate_and_stamp(
             data,
             next_offset=self.log_end_offset,
@@ -195,7 +197,9 @@ class Log(SegmentReplacement, LogTransactions, TimestampSearch):
         )
         idempotent = any(h.producer_id != NO_PRODUCER_ID for h in stamped.batches)
         if idempotent:
-            verdict = self._txn_table().check(stamped.batches, sequences=not from_coordinator)
+            verdict = self._txn_table().check(
+                stamped.batches, sequences=not from_coordinator, verified=verified
+            )
             if isinstance(verdict, Refusal):
                 raise RecordError(verdict.code, verdict.message)
             if isinstance(verdict, Duplicate):  # a retry: the first append's offsets

@@ -36,6 +36,7 @@ from broker.log.txn_index import (
     decode,
     truncated,
 )
+from broker.log.txn_tracker import VerificationGuard
 from minibroker.core import batch_validation
 from minibroker.core.control_records import Marker, marker_of
 from minibroker.core.records import (
@@ -220,6 +221,11 @@ class LogTransactions:
         if self._producers.table is None:
             return high_watermark
         return self.last_stable_offset(high_watermark)
+
+    def start_txn_verification(self, producer_id: int) -> VerificationGuard | None:
+        """The producer's verification guard, or None with a transaction open here
+        (transaction.partition.verification.enable; txn_tracker.py)."""
+        return self._txn_table().txns.start_verification(producer_id)
 
     def open_transactions(self) -> dict[int, int]:
         """Producer id -> first offset of each open transaction (for describing)."""

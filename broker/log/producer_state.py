@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from broker.log.producer_snapshot import SnapshotEntry
 from broker.log.txn_index import AbortedTxn
-from broker.log.txn_tracker import CompletedTxn, TxnTracker
+from broker.log.txn_tracker import CompletedTxn, TxnTracker, VerificationGuard
 from minibroker.core.control_records import Marker
 from minibroker.core.errors import ErrorCode
 from minibroker.core.records import CONTROL_FLAG, NO_PRODUCER_ID, TRANSACTIONAL_FLAG, BatchHeader
@@ -99,13 +99,20 @@ class ProducerStateTable:
         self.txns = TxnTracker()
 
     def check(
-        self, headers: Iterable[BatchHeader], *, sequences: bool = True
+        self,
+        headers: Iterable[BatchHeader],
+        *,
+        sequences: bool = True,
+        verified: VerificationGuard | None | bool = False,
     ) -> Refusal | Duplicate | None:
         """What the leader does with a producer's batches (offsets not yet assigned): None to
         append them, a Duplicate to answer without appending, a Refusal to answer its error.
         Batches of one request are checked against each other too, in order. A coordinator's
         own batches (`sequences` False: a group coordinator's transactional offset commits,
-        always at sequence 0) get the epoch check only (Kafka's AppendOrigin.Coordinator)."""
+        always at sequence 0) get the epoch check only (Kafka's AppendOrigin.Coordinator).
+        `verified`: False when transaction.partition.verification.enable is off; else the
+        guard the request's verification got (None: it needed none, or got none), without
+        which a transactional batch may not open a transaction (txn_tracker.py)."""
         pending: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, last sequence)
         for h in headers:
             pid = h.producer_id
@@ -138,12 +145,20 @@ class ProducerStateTable:
                 # epoch is fenced, and the epoch starts at sequence 0 (checkProducerEpoch,
                 # checkSequence with NO_SEQUENCE).
                 refusal = _check_one(pid, known.epoch, -1, h.producer_epoch, first)
-            if refusal is None and self.txns.refuses_data(
-                pid, bool(h.attributes & TRANSACTIONAL_FLAG)
-            ):
+            transactional = bool(h.attributes & TRANSACTIONAL_FLAG)
+            if refusal is None and self.txns.refuses_data(pid, transactional):
                 refusal = Refusal(
                     ErrorCode.INVALID_TXN_STATE,
                     f"producer {pid} has a transaction open: its batches must be transactional",
+                )
+            if (
+                refusal is None and transactional and verified is not False and pid not in pending
+                and self.txns.refuses_unverified(pid, verified or None)
+            ):  # fmt: skip
+                refusal = Refusal(
+                    ErrorCode.INVALID_TXN_STATE,
+                    f"producer {pid}: record was not part of an ongoing transaction (the "
+                    "coordinator did not confirm this partition is in it)",
                 )
             if refusal is not None:
                 return refusal

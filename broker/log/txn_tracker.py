@@ -6,6 +6,12 @@ keep them. Pure: offsets in, decisions out; every replica runs it over the batch
 - A producer's first transactional batch starts its transaction at that batch's base offset;
   a non-transactional batch from a producer with a transaction open is refused
   (INVALID_TXN_STATE, ProducerAppendInfo.appendDataBatch).
+- With transaction.partition.verification.enable (KIP-890 part 1, Kafka 3.6's
+  VerificationStateEntry): a producer with no transaction open here gets a *guard* when its
+  leader starts asking the coordinator; its transactional batch is appended only with that
+  guard, and any transactional batch or marker of the producer removes it
+  (UnifiedLog.updateProducers), so an answer that arrives after a marker was written meanwhile
+  cannot open a transaction (the ABA case KIP-890 names).
 - A COMMIT/ABORT marker ends it (a marker with no open transaction is a transaction of the
   marker alone); the transaction stays *unreplicated* until the high watermark passes its
   marker. An ABORT yields the index entry, whose last stable offset is the first offset of
@@ -37,10 +43,17 @@ class _Unreplicated:
     last_offset: int
 
 
+class VerificationGuard:
+    """One verification in flight for one producer (compared by identity)."""
+
+    __slots__ = ()
+
+
 class TxnTracker:
     def __init__(self) -> None:
         self._ongoing: dict[int, int] = {}  # producer id -> first offset of its open txn
         self._unreplicated: list[_Unreplicated] = []  # completed, marker at or above the HW
+        self._verifying: dict[int, VerificationGuard] = {}  # producer id -> its guard
 
     # ---- the leader's check ----------------------------------------------------------------
 
@@ -51,16 +64,32 @@ class TxnTracker:
     def open_first_offset(self, producer_id: int) -> int | None:
         return self._ongoing.get(producer_id)
 
+    def start_verification(self, producer_id: int) -> VerificationGuard | None:
+        """None when the producer has a transaction open here (the coordinator confirmed it
+        when it began); else its guard, the one already in flight or a new one."""
+        if producer_id in self._ongoing:
+            return None
+        return self._verifying.setdefault(producer_id, VerificationGuard())
+
+    def refuses_unverified(self, producer_id: int, guard: VerificationGuard | None) -> bool:
+        """With verification on: a transactional batch of a producer with no transaction open
+        here whose request does not hold the producer's current guard."""
+        if producer_id in self._ongoing:
+            return False
+        return guard is None or self._verifying.get(producer_id) is not guard
+
     # ---- every replica, as batches are appended ----------------------------------------------
 
     def on_data(self, producer_id: int, base_offset: int, transactional: bool) -> None:
-        if transactional and producer_id not in self._ongoing:
-            self._ongoing[producer_id] = base_offset
+        if transactional:
+            self._verifying.pop(producer_id, None)
+            self._ongoing.setdefault(producer_id, base_offset)
 
     def on_marker(
         self, producer_id: int, offset: int, commit: bool
     ) -> tuple[CompletedTxn, AbortedTxn | None]:
         """The transaction the marker ends, and for an ABORT its index entry."""
+        self._verifying.pop(producer_id, None)
         first = self._ongoing.pop(producer_id, offset)
         done = CompletedTxn(producer_id, first, offset, not commit)
         self._unreplicated.append(_Unreplicated(producer_id, first, offset))
@@ -108,3 +137,4 @@ class TxnTracker:
     def clear(self) -> None:
         self._ongoing.clear()
         self._unreplicated.clear()
+        self._verifying.clear()

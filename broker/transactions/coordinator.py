@@ -152,6 +152,24 @@ class TransactionCoordinator:
                        epoch=epoch, partitions=len(decision.partitions))  # fmt: skip
         return error
 
+    # ---- a leader's verification (KIP-890 part 1) -----------------------------------------
+
+    def verify_partitions(
+        self, tid: str, producer_id: int, epoch: int, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Each partition's answer to a leader asking whether it is in the producer's
+        ongoing transaction (rules.verify_partitions); NOT_COORDINATOR and the loading errors
+        for all of them."""
+        if not tid:
+            return dict.fromkeys(partitions, E.INVALID_REQUEST)
+        error, meta, _ = self._lookup(tid)
+        if error is E.NONE:
+            answer = rules.verify_partitions(meta, producer_id, epoch, partitions)
+            if isinstance(answer, dict):
+                return answer
+            error = answer
+        return dict.fromkeys(partitions, error)
+
     # ---- EndTxn ---------------------------------------------------------------------------
 
     async def end_txn(self, tid: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:

@@ -113,6 +113,24 @@ def add_partitions(
     return meta.prepare_add_partitions(partitions, now_ms)
 
 
+def verify_partitions(
+    meta: TxnMetadata | None, producer_id: int, epoch: int, partitions: Iterable[tuple[str, int]]
+) -> ErrorCode | dict[tuple[str, int], ErrorCode]:
+    """A leader's question with transaction.partition.verification.enable (KIP-890 part 1,
+    Kafka 3.6's TransactionCoordinator.handleVerifyPartitionsInTransaction): an error for every
+    partition, or each partition's answer, NONE when it is in the producer's transaction and
+    INVALID_TXN_STATE when not (the partitions are cleared when a transaction completes, so
+    after its markers nothing is in it). A pending write is not looked at: the leader's
+    append checks its guard last. Nothing is written."""
+    if meta is None or meta.producer_id != producer_id:
+        return E.INVALID_PRODUCER_ID_MAPPING
+    if meta.producer_epoch != epoch:
+        return E.INVALID_PRODUCER_EPOCH  # Kafka 3.6: PRODUCER_FENCED, a code 2.6 has not
+    if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+        return E.CONCURRENT_TRANSACTIONS
+    return {tp: E.NONE if tp in meta.partitions else E.INVALID_TXN_STATE for tp in partitions}
+
+
 def end_txn(
     meta: TxnMetadata | None,
     producer_id: int,

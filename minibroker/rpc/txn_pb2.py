@@ -25,27 +25,33 @@ _sym_db = _symbol_database.Default()
 from minibroker.rpc import errors_pb2 as minibroker_dot_rpc_dot_errors__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18minibroker/rpc/txn.proto\x12\rminibroker.v1\x1a\x1bminibroker/rpc/errors.proto\"H\n\x16WriteTxnMarkersRequest\x12.\n\x07markers\x18\x01 \x03(\x0b\x32\x1d.minibroker.v1.TxnMarkerEntry\"\xa3\x01\n\x0eTxnMarkerEntry\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x1a\n\x12transaction_result\x18\x03 \x01(\x08\x12-\n\x06topics\x18\x04 \x03(\x0b\x32\x1d.minibroker.v1.TxnMarkerTopic\x12\x19\n\x11\x63oordinator_epoch\x18\x05 \x01(\x05\"9\n\x0eTxnMarkerTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x19\n\x11partition_indexes\x18\x02 \x03(\x05\"J\n\x17WriteTxnMarkersResponse\x12/\n\x07markers\x18\x01 \x03(\x0b\x32\x1e.minibroker.v1.TxnMarkerResult\"[\n\x0fTxnMarkerResult\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x33\n\x06topics\x18\x02 \x03(\x0b\x32#.minibroker.v1.TxnMarkerTopicResult\"a\n\x14TxnMarkerTopicResult\x12\x0c\n\x04name\x18\x01 \x01(\t\x12;\n\npartitions\x18\x02 \x03(\x0b\x32\'.minibroker.v1.TxnMarkerPartitionResult\"a\n\x18TxnMarkerPartitionResult\x12\x17\n\x0fpartition_index\x18\x01 \x01(\x05\x12,\n\nerror_code\x18\x02 \x01(\x0e\x32\x18.minibroker.v1.ErrorCode2n\n\nTxnMarkers\x12`\n\x0fWriteTxnMarkers\x12%.minibroker.v1.WriteTxnMarkersRequest\x1a&.minibroker.v1.WriteTxnMarkersResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18minibroker/rpc/txn.proto\x12\rminibroker.v1\x1a\x1bminibroker/rpc/errors.proto\"\x94\x01\n\x1cVerifyPartitionsInTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12-\n\x06topics\x18\x04 \x03(\x0b\x32\x1d.minibroker.v1.TxnMarkerTopic\"\x82\x01\n\x1dVerifyPartitionsInTxnResponse\x12,\n\nerror_code\x18\x01 \x01(\x0e\x32\x18.minibroker.v1.ErrorCode\x12\x33\n\x06topics\x18\x02 \x03(\x0b\x32#.minibroker.v1.TxnMarkerTopicResult\"H\n\x16WriteTxnMarkersRequest\x12.\n\x07markers\x18\x01 \x03(\x0b\x32\x1d.minibroker.v1.TxnMarkerEntry\"\xa3\x01\n\x0eTxnMarkerEntry\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x1a\n\x12transaction_result\x18\x03 \x01(\x08\x12-\n\x06topics\x18\x04 \x03(\x0b\x32\x1d.minibroker.v1.TxnMarkerTopic\x12\x19\n\x11\x63oordinator_epoch\x18\x05 \x01(\x05\"9\n\x0eTxnMarkerTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x19\n\x11partition_indexes\x18\x02 \x03(\x05\"J\n\x17WriteTxnMarkersResponse\x12/\n\x07markers\x18\x01 \x03(\x0b\x32\x1e.minibroker.v1.TxnMarkerResult\"[\n\x0fTxnMarkerResult\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x33\n\x06topics\x18\x02 \x03(\x0b\x32#.minibroker.v1.TxnMarkerTopicResult\"a\n\x14TxnMarkerTopicResult\x12\x0c\n\x04name\x18\x01 \x01(\t\x12;\n\npartitions\x18\x02 \x03(\x0b\x32\'.minibroker.v1.TxnMarkerPartitionResult\"a\n\x18TxnMarkerPartitionResult\x12\x17\n\x0fpartition_index\x18\x01 \x01(\x05\x12,\n\nerror_code\x18\x02 \x01(\x0e\x32\x18.minibroker.v1.ErrorCode2n\n\nTxnMarkers\x12`\n\x0fWriteTxnMarkers\x12%.minibroker.v1.WriteTxnMarkersRequest\x1a&.minibroker.v1.WriteTxnMarkersResponse2\x85\x01\n\x0fTxnVerification\x12r\n\x15VerifyPartitionsInTxn\x12+.minibroker.v1.VerifyPartitionsInTxnRequest\x1a,.minibroker.v1.VerifyPartitionsInTxnResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'minibroker.rpc.txn_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_WRITETXNMARKERSREQUEST']._serialized_start=72
-  _globals['_WRITETXNMARKERSREQUEST']._serialized_end=144
-  _globals['_TXNMARKERENTRY']._serialized_start=147
-  _globals['_TXNMARKERENTRY']._serialized_end=310
-  _globals['_TXNMARKERTOPIC']._serialized_start=312
-  _globals['_TXNMARKERTOPIC']._serialized_end=369
-  _globals['_WRITETXNMARKERSRESPONSE']._serialized_start=371
-  _globals['_WRITETXNMARKERSRESPONSE']._serialized_end=445
-  _globals['_TXNMARKERRESULT']._serialized_start=447
-  _globals['_TXNMARKERRESULT']._serialized_end=538
-  _globals['_TXNMARKERTOPICRESULT']._serialized_start=540
-  _globals['_TXNMARKERTOPICRESULT']._serialized_end=637
-  _globals['_TXNMARKERPARTITIONRESULT']._serialized_start=639
-  _globals['_TXNMARKERPARTITIONRESULT']._serialized_end=736
-  _globals['_TXNMARKERS']._serialized_start=738
-  _globals['_TXNMARKERS']._serialized_end=848
+  _globals['_VERIFYPARTITIONSINTXNREQUEST']._serialized_start=73
+  _globals['_VERIFYPARTITIONSINTXNREQUEST']._serialized_end=221
+  _globals['_VERIFYPARTITIONSINTXNRESPONSE']._serialized_start=224
+  _globals['_VERIFYPARTITIONSINTXNRESPONSE']._serialized_end=354
+  _globals['_WRITETXNMARKERSREQUEST']._serialized_start=356
+  _globals['_WRITETXNMARKERSREQUEST']._serialized_end=428
+  _globals['_TXNMARKERENTRY']._serialized_start=431
+  _globals['_TXNMARKERENTRY']._serialized_end=594
+  _globals['_TXNMARKERTOPIC']._serialized_start=596
+  _globals['_TXNMARKERTOPIC']._serialized_end=653
+  _globals['_WRITETXNMARKERSRESPONSE']._serialized_start=655
+  _globals['_WRITETXNMARKERSRESPONSE']._serialized_end=729
+  _globals['_TXNMARKERRESULT']._serialized_start=731
+  _globals['_TXNMARKERRESULT']._serialized_end=822
+  _globals['_TXNMARKERTOPICRESULT']._serialized_start=824
+  _globals['_TXNMARKERTOPICRESULT']._serialized_end=921
+  _globals['_TXNMARKERPARTITIONRESULT']._serialized_start=923
+  _globals['_TXNMARKERPARTITIONRESULT']._serialized_end=1020
+  _globals['_TXNMARKERS']._serialized_start=1022
+  _globals['_TXNMARKERS']._serialized_end=1132
+  _globals['_TXNVERIFICATION']._serialized_start=1135
+  _globals['_TXNVERIFICATION']._serialized_end=1268
 # @@protoc_insertion_point(module_scope)

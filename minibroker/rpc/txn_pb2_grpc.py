@@ -95,3 +95,84 @@ class TxnMarkers:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class TxnVerificationStub:
+    """A partition leader to a transaction coordinator, with transaction.partition.verification.enable
+    (KIP-890 part 1; Kafka 3.6's AddPartitionsToTxn v4 with verify_only): are these partitions in
+    the producer's ongoing transaction, with this producer id and epoch? Nothing is written.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.VerifyPartitionsInTxn = channel.unary_unary(
+                '/minibroker.v1.TxnVerification/VerifyPartitionsInTxn',
+                request_serializer=minibroker_dot_rpc_dot_txn__pb2.VerifyPartitionsInTxnRequest.SerializeToString,
+                response_deserializer=minibroker_dot_rpc_dot_txn__pb2.VerifyPartitionsInTxnResponse.FromString,
+                _registered_method=True)
+
+
+class TxnVerificationServicer:
+    """A partition leader to a transaction coordinator, with transaction.partition.verification.enable
+    (KIP-890 part 1; Kafka 3.6's AddPartitionsToTxn v4 with verify_only): are these partitions in
+    the producer's ongoing transaction, with this producer id and epoch? Nothing is written.
+    """
+
+    def VerifyPartitionsInTxn(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_TxnVerificationServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'VerifyPartitionsInTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.VerifyPartitionsInTxn,
+                    request_deserializer=minibroker_dot_rpc_dot_txn__pb2.VerifyPartitionsInTxnRequest.FromString,
+                    response_serializer=minibroker_dot_rpc_dot_txn__pb2.VerifyPartitionsInTxnResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'minibroker.v1.TxnVerification', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('minibroker.v1.TxnVerification', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class TxnVerification:
+    """A partition leader to a transaction coordinator, with transaction.partition.verification.enable
+    (KIP-890 part 1; Kafka 3.6's AddPartitionsToTxn v4 with verify_only): are these partitions in
+    the producer's ongoing transaction, with this producer id and epoch? Nothing is written.
+    """
+
+    @staticmethod
+    def VerifyPartitionsInTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/minibroker.v1.TxnVerification/VerifyPartitionsInTxn',
+            minibroker_dot_rpc_dot_txn__pb2.VerifyPartitionsInTxnRequest.SerializeToString,
+            minibroker_dot_rpc_dot_txn__pb2.VerifyPartitionsInTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

@@ -148,6 +148,13 @@ PROPERTIES: tuple[Property, ...] = (
     ),
     _P("minibroker.txn.marker.retry.backoff.ms", int, 100, "between rounds of markers"),
     _P(
+        "transaction.partition.verification.enable",
+        bool,
+        False,
+        "KIP-890 part 1 (Kafka 3.6, not in 2.6): a leader asks the coordinator before a "
+        "producer's first transactional batch",
+    ),
+    _P(
         "connections.max.idle.ms",
         int,
         600000,

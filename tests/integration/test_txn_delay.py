@@ -1,7 +1,10 @@
-"""Kafka's transaction protocol under a delayed produce (issue 41 §2), on real clusters: with
-Kafka 2.6's behaviour each named scenario's anomaly is found by the history checker in what an
-unmodified read_committed consumer read; with transaction.partition.verification.enable
-(KIP-890 part 1) the leaders refuse the delayed produces and the checker finds nothing."""
+"""Kafka's transaction protocol under a delayed produce (issue 41 §2, §3), on real clusters:
+with Kafka 2.6's behaviour each named scenario's anomaly is found by the history checker in
+what an unmodified read_committed consumer read. With transaction.partition.verification.enable
+(KIP-890 part 1) the leader refuses the produce delayed past its transaction's end
+(INVALID_TXN_STATE) and nothing hangs; the produce that lands in the producer's *next*
+transaction is still taken, because that transaction has the partition and the same epoch:
+what KIP-890 part 2 (an epoch bump per transaction) closes."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from minibroker.txn_delay.scenarios import SCENARIOS, run
 pytestmark = pytest.mark.integration
 
 SETTINGS = {"group.initial.rebalance.delay.ms": 0}
+VERIFY = "transaction.partition.verification.enable"
 
 
 @pytest.fixture(scope="module")
@@ -32,3 +36,32 @@ def test_kafka_26_lets_the_delayed_produce_through(
     print(report.text())
     assert report.reproduced, report.text()
     assert set(report.found) == set(SCENARIOS[name].expect), report.text()
+
+
+@pytest.fixture(scope="module")
+def verifying() -> Iterator[Cluster]:
+    with Cluster(settings={**SETTINGS, VERIFY: True}) as c:
+        yield c
+
+
+def test_verification_refuses_the_produce_delayed_past_its_abort(
+    verifying: Cluster, tmp_path: Path
+) -> None:
+    report = run(SCENARIOS["hanging-transaction"], verifying, tmp_path, verification=True)
+    print(report.text())
+    assert report.found == [], report.text()
+    refusals = verifying.events(None, "txn_verification_refused")
+    assert any(e.get("coordinator_error") == "INVALID_TXN_STATE" for e in refusals), refusals
+    assert "INVALID_TXN_STATE" in "".join(s.text for s in report.steps)
+
+
+def test_verification_alone_lets_a_produce_into_the_next_transaction(
+    verifying: Cluster, tmp_path: Path
+) -> None:
+    # The partition is in the producer's next transaction, at the same epoch: the coordinator
+    # confirms it. KIP-890 part 2 (the epoch bumped at every transaction's end) is what
+    # refuses this one; the history shows why it is needed.
+    name = "delayed-produce-next-transaction"
+    report = run(SCENARIOS[name], verifying, tmp_path, verification=True)
+    print(report.text())
+    assert report.found == ["aborted-read"], report.text()

@@ -260,3 +260,53 @@ def test_after_a_fencing_abort_the_old_epoch_is_refused_and_the_new_starts_at_ze
     new.seq = 0
     append(log, new.batch(1))
     assert log.open_transactions() == {5: log.log_end_offset - 1}
+
+
+# ---- transaction.partition.verification.enable (KIP-890 part 1; Kafka 3.6's UnifiedLog
+# maybeStartTransactionVerification / batchMissingRequiredVerification; its UnifiedLogTest's
+# testTransactionIsOngoingAndVerificationGuard, testEmptyTransactionStillClearsVerificationGuard)
+
+
+def verified_append(log: Log, data: bytes, guard: object) -> None:
+    log.append_as_leader(data, 0, transactional=True, verified=guard)  # type: ignore[arg-type]
+
+
+def test_a_first_transactional_batch_needs_its_verification_guard() -> None:
+    log = Log(MemorySegmentStore())
+    p = Producer(1)
+    guard = log.start_txn_verification(1)
+    assert guard is not None and log.start_txn_verification(1) is guard  # one in flight
+    with pytest.raises(RecordError) as exc:  # verification on, no guard: refused
+        verified_append(log, p.batch(1), None)
+    assert exc.value.code is ErrorCode.INVALID_TXN_STATE
+    verified_append(log, p.batch(1), guard)
+    # The transaction is open: later batches need no guard, and none is handed out.
+    assert log.start_txn_verification(1) is None
+    verified_append(log, p.batch(1), None)
+
+
+def test_a_marker_written_while_the_coordinator_is_asked_voids_the_guard() -> None:
+    # The ABA case: verified, then the transaction ends, then the stale answer arrives.
+    log = Log(MemorySegmentStore())
+    p = Producer(1)
+    first = log.start_txn_verification(1)
+    verified_append(log, p.batch(1), first)
+    stale = log.start_txn_verification(1)  # None: open; a retry's request holds no guard
+    end(log, p, commit=False)
+    with pytest.raises(RecordError) as exc:
+        verified_append(log, p.batch(1), stale)
+    assert exc.value.code is ErrorCode.INVALID_TXN_STATE
+    guard = log.start_txn_verification(1)
+    end(log, p, commit=False)  # an abort with nothing written here clears it too
+    with pytest.raises(RecordError):
+        verified_append(log, p.batch(1), guard)
+    assert log.start_txn_verification(1) is not guard
+
+
+def test_with_verification_off_a_late_batch_opens_a_transaction_as_in_kafka_2_6() -> None:
+    log = Log(MemorySegmentStore())
+    p = Producer(1)
+    append(log, p.batch(1))
+    end(log, p, commit=False)
+    append(log, p.batch(1))  # delayed past its abort: a hanging transaction
+    assert log.open_transactions() == {1: 2}

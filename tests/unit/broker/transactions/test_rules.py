@@ -215,3 +215,19 @@ def test_loaded_metadata_keeps_no_previous_producer() -> None:
         S.PREPARE_COMMIT, set(TP), NO_PRODUCER_EPOCH,
     )  # fmt: skip
     assert loaded.start_ms == 0 and loaded.last_update_ms == 5
+
+
+def test_a_leaders_verification_is_answered_per_partition() -> None:
+    # KIP-890 part 1: Kafka 3.6's handleVerifyPartitionsInTransaction (testVerifyPartition
+    # Handling, shouldRespondWithInvalidTxnStateWhenVerifyOnlyAndPartitionNotPresent)
+    meta = ongoing()
+    answer = rules.verify_partitions(meta, 7, 0, [("t", 0), ("t", 9)])
+    assert answer == {("t", 0): E.NONE, ("t", 9): E.INVALID_TXN_STATE}
+    assert rules.verify_partitions(None, 7, 0, [("t", 0)]) is E.INVALID_PRODUCER_ID_MAPPING
+    assert rules.verify_partitions(meta, 8, 0, [("t", 0)]) is E.INVALID_PRODUCER_ID_MAPPING
+    assert rules.verify_partitions(meta, 7, 1, [("t", 0)]) is E.INVALID_PRODUCER_EPOCH
+    written(meta, rules.end_txn(meta, 7, 0, False, True, 1))
+    assert rules.verify_partitions(meta, 7, 0, [("t", 0)]) is E.CONCURRENT_TRANSACTIONS
+    written(meta, meta.prepare_complete(2))
+    # Completed: its partitions are cleared, so a produce delayed past it is not in it.
+    assert rules.verify_partitions(meta, 7, 0, [("t", 0)]) == {("t", 0): E.INVALID_TXN_STATE}
