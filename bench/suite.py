@@ -324,7 +324,13 @@ def main(args: argparse.Namespace) -> None:
             ],
         ),
         ("security", lambda: [security.measure(seconds=3.0 if args.quick else 10.0)]),
-        ("transactions", lambda: [transactions.measure(seconds=3.0 if args.quick else 10.0)]),
+        (
+            "transactions",
+            lambda: [
+                transactions.measure(seconds=3.0 if args.quick else 10.0),
+                transactions.verification_cost(seconds=3.0 if args.quick else 10.0),
+            ],
+        ),  # fmt: skip
     ]
     for name, stage in stages:
         print(f"\n== {name} ({datetime.now().strftime('%H:%M:%S')})", flush=True)

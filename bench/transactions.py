@@ -83,11 +83,69 @@ def measure(seconds: float = 10.0) -> Section:
     return Section("What transactions cost (next to idempotent and plain acks=all)", body, figures)
 
 
+VERIFY = "transaction.partition.verification.enable"
+SMALL_TXN = 10  # records a transaction in the verification rows: its cost is per transaction
+
+
+def transaction_rounds(cluster: Cluster, seconds: float) -> tuple[int, float, list[float]]:
+    """Back-to-back transactions of SMALL_TXN records spread over every partition (so each
+    has a first transactional batch on every leader, the one a verifying leader asks the
+    coordinator about): (transactions, elapsed s, each one's begin-to-committed ms)."""
+    from confluent_kafka import Producer
+
+    producer: Any = Producer(
+        {"bootstrap.servers": kafka_bootstrap(cluster), "acks": "all", "linger.ms": 0,
+         "transactional.id": f"bench-verify-{uuid.uuid4().hex[:6]}"}
+    )  # fmt: skip
+    producer.init_transactions(60)
+    value = b"v" * RECORD_BYTES
+    rounds: list[float] = []
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        at = time.perf_counter()
+        producer.begin_transaction()
+        for i in range(SMALL_TXN):
+            producer.produce(cluster.topic, value, partition=i % 3)
+        producer.commit_transaction(60)
+        rounds.append((time.perf_counter() - at) * 1000)
+    return len(rounds), time.perf_counter() - started, rounds
+
+
+def verification_cost(seconds: float = 10.0) -> Section:
+    """The same transactions on a cluster with transaction.partition.verification.enable off
+    (Kafka 2.6) and one with it on (KIP-890 part 1), one after the other."""
+    rows, rates = [], {}
+    for on in (False, True):
+        overrides = (f"{VERIFY}=true",) if on else ()
+        with running_cluster(overrides=overrides) as cluster:
+            transactional(cluster, SMALL_TXN, 1.0)  # the coordinator loaded, the path warm
+            n, elapsed, rounds = transaction_rounds(cluster, seconds)
+        p50, p99, _ = percentiles(rounds)
+        rates[on] = n / elapsed
+        rows.append((f"{VERIFY}={'true' if on else 'false'}", f"{n / elapsed:,.1f}",
+                     f"{p50 or 0:.1f}", f"{p99 or 0:.1f}"))  # fmt: skip
+    body = (
+        f"confluent-kafka, acks=all, transactions of {SMALL_TXN} records of {RECORD_BYTES} B "
+        f"over 3 partitions (each led by another broker), back to back, {seconds:g} s a row, a "
+        "cluster each. With verification on, every partition's first batch in a transaction "
+        "waits for one question to the coordinator.\n\n"
+        + md_table(["brokers", "transactions/s", "p50 ms", "p99 ms"], rows)
+        + f"\n\nratio on/off (transactions/s): {rates[True] / rates[False]:.2f}"
+    )
+    figures = {"transactions.verification.off": rates[False],
+               "transactions.verification.on": rates[True]}  # fmt: skip
+    return Section("What KIP-890 verification costs a transaction", body, figures)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds a row (10)")
+    parser.add_argument(
+        "--verification", action="store_true",
+        help=f"only the {VERIFY} rows: the same transactions with it off and on",
+    )  # fmt: skip
 
 
 def main(args: argparse.Namespace) -> int:
-    section = measure(args.seconds)
+    section = verification_cost(args.seconds) if args.verification else measure(args.seconds)
     print(f"### {section.title}\n{section.markdown}")
     return 0
