@@ -26,6 +26,7 @@ COMMANDS = (
     "demo",
     "loadgen",
     "scenario",
+    "txn",
     "swarm",
 )
 LOADGEN = "loadgen"  # every flag after it is the load generator's (minibroker/cli/loadgen.py)
