@@ -23,9 +23,12 @@ def replica_description(
     if p.is_leader:
         txns["last_stable_offset"] = log.last_stable_offset(p.high_watermark)
         txns["open_transactions"] = [
-            broker_pb2.OpenTransaction(producer_id=pid, first_offset=first)
+            broker_pb2.OpenTransaction(
+                producer_id=pid, first_offset=first,
+                last_timestamp=log.producer_last_timestamp(pid),
+            )
             for pid, first in sorted(log.open_transactions().items())
-        ]
+        ]  # fmt: skip
     return broker_pb2.ReplicaDescription(
         topic=tp.topic,
         partition=tp.partition,

@@ -231,6 +231,10 @@ class LogTransactions:
         """Producer id -> first offset of each open transaction (for describing)."""
         return self._txn_table().txns.open_transactions()
 
+    def producer_last_timestamp(self, producer_id: int) -> int:
+        """The producer's latest batch's max timestamp here (-1: none known)."""
+        return self._txn_table().last_timestamp(producer_id)
+
     def all_aborted(self) -> list[AbortedTxn]:
         """Every aborted transaction in the log's indexes (the log cleaner removes them)."""
         return [e for s in self._segments for e in self._aborted.get(s.base_offset, [])]

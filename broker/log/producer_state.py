@@ -165,6 +165,11 @@ class ProducerStateTable:
             pending[pid] = (h.producer_epoch, last)
         return None
 
+    def last_timestamp(self, producer_id: int) -> int:
+        """The producer's latest batch's max timestamp here (-1: none known)."""
+        entry = self._producers.get(producer_id)
+        return -1 if entry is None else entry.last_timestamp
+
     def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> Refusal | None:
         """A leader's check of a COMMIT/ABORT marker from a transaction coordinator."""
         entry = self._producers.get(producer_id)

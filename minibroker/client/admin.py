@@ -42,9 +42,10 @@ class ReplicaDescription:
     high_watermark: int
     isr: tuple[int, ...]
     remote_replicas: tuple[RemoteReplicaDescription, ...]
-    # The leader's last stable offset and open transactions (producer id, first offset).
+    # The leader's last stable offset and open transactions (producer id, first offset, the
+    # producer's latest batch timestamp there).
     last_stable_offset: int | None = None
-    open_transactions: tuple[tuple[int, int], ...] = ()
+    open_transactions: tuple[tuple[int, int, int], ...] = ()
 
     def remote(self, broker_id: int) -> RemoteReplicaDescription | None:
         return next((r for r in self.remote_replicas if r.broker_id == broker_id), None)
@@ -161,5 +162,7 @@ def _replica(p: Any) -> ReplicaDescription:
             for r in p.remote_replicas
         ),
         last_stable_offset=p.last_stable_offset if p.HasField("last_stable_offset") else None,
-        open_transactions=tuple((t.producer_id, t.first_offset) for t in p.open_transactions),
+        open_transactions=tuple(
+            (t.producer_id, t.first_offset, t.last_timestamp) for t in p.open_transactions
+        ),
     )

@@ -62,7 +62,7 @@ class PartitionView:
     leader_is_live: bool
     # The leader's last stable offset and open transactions (producer id, first offset).
     last_stable_offset: int | None = None
-    open_transactions: tuple[tuple[int, int], ...] = ()
+    open_transactions: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def has_leader(self) -> bool:
@@ -253,7 +253,7 @@ def _txn_columns(p: PartitionView) -> str:
     out = "" if p.last_stable_offset is None else f"\tLastStableOffset: {p.last_stable_offset}"
     if p.open_transactions:
         out += "\tOpenTransactions: " + ",".join(
-            f"{pid}@{first}" for pid, first in p.open_transactions
+            f"{pid}@{first}" for pid, first, _ in p.open_transactions
         )
     return out
 
@@ -283,7 +283,8 @@ def partition_json(p: PartitionView) -> dict[str, Any]:
         "isr": list(p.isr),
         "last_stable_offset": p.last_stable_offset,
         "open_transactions": [
-            {"producer_id": pid, "first_offset": first} for pid, first in p.open_transactions
+            {"producer_id": pid, "first_offset": first, "last_timestamp": ts}
+            for pid, first, ts in p.open_transactions
         ],
         "replicas_state": [
             {

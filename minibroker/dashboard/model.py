@@ -52,6 +52,9 @@ class Inputs:
     down_since: Mapping[int, int] = field(default_factory=dict)
 
 
+TXN_MAX_TIMEOUT = "transaction.max.timeout.ms"
+
+
 def key_of(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
@@ -81,6 +84,11 @@ def partition_state(
         if leader_report is not None
         else None
     )
+    # An open transaction whose producer has written nothing here for longer than the leader's
+    # transaction.max.timeout.ms is hanging: no producer may keep one open that long, so
+    # nothing will end it (KIP-664's find-hanging rule; the page compares with its clock).
+    max_timeout = None if leader_report is None else leader_report.config.get(TXN_MAX_TIMEOUT)
+    out["txn_max_timeout_ms"] = int(max_timeout) if max_timeout else None
     for r in out["replicas_state"]:
         r["in_isr"] = r["broker"] in p.isr
         live = r["live"]

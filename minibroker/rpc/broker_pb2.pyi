@@ -461,12 +461,14 @@ class DescribeBrokerResponse(_message.Message):
     def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., zookeeper_connect: _Optional[str] = ..., profile: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., partitions: _Optional[_Iterable[_Union[ReplicaDescription, _Mapping]]] = ..., static_config_names: _Optional[_Iterable[str]] = ..., dynamic_default_config: _Optional[_Mapping[str, str]] = ..., dynamic_broker_config: _Optional[_Mapping[str, str]] = ..., leader_replication_byte_rate: _Optional[float] = ..., follower_replication_byte_rate: _Optional[float] = ...) -> None: ...
 
 class OpenTransaction(_message.Message):
-    __slots__ = ("producer_id", "first_offset")
+    __slots__ = ("producer_id", "first_offset", "last_timestamp")
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
     FIRST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     producer_id: int
     first_offset: int
-    def __init__(self, producer_id: _Optional[int] = ..., first_offset: _Optional[int] = ...) -> None: ...
+    last_timestamp: int
+    def __init__(self, producer_id: _Optional[int] = ..., first_offset: _Optional[int] = ..., last_timestamp: _Optional[int] = ...) -> None: ...
 
 class ReplicaDescription(_message.Message):
     __slots__ = ("topic", "partition", "is_leader", "leader", "leader_epoch", "log_start_offset", "log_end_offset", "high_watermark", "isr", "remote_replicas", "last_stable_offset", "open_transactions")

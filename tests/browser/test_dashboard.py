@@ -36,6 +36,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
 TOPIC = "demo"
 LAG_MS = 3000  # the demo profile's replica.lag.time.max.ms
+TXN_MAX, TXN_MAX_MS = "transaction.max.timeout.ms", 10_000
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     # The demo profile: a 3 s replica lag and a 6 s session, so a paused follower leaves the
     # ISR by its leader's shrink, before its session expires. Follower fetches of at most 16 KiB
     # a partition: a throttled new replica is then held back after its first fetch.
-    with running_cluster(d, "--set", "replica.fetch.max.bytes=16384") as state:
+    # Transactions may stay open 10 s at most here: a hanging one is marked 10 s after its
+    # producer's last write.
+    with running_cluster(
+        d, "--set", "replica.fetch.max.bytes=16384", "--set", f"{TXN_MAX}={TXN_MAX_MS}"
+    ) as state:
         zk = ZkStore(state.zk_connect, session_timeout_ms=5000)
         zk.start()
         try:
@@ -339,7 +344,10 @@ def test_an_open_transaction_shows_on_its_row_with_the_lso(cluster: Cluster, pag
 
     from tests.integration.kafka_wire import kafka_bootstrap
 
-    producer = Producer({"bootstrap.servers": kafka_bootstrap(cluster), "transactional.id": "dash"})
+    producer = Producer(
+        {"bootstrap.servers": kafka_bootstrap(cluster), "transactional.id": "dash",
+         "transaction.timeout.ms": TXN_MAX_MS}
+    )  # fmt: skip
     producer.init_transactions(60)
     producer.begin_transaction()
     producer.produce(TOPIC, b"in an open transaction", partition=1)
@@ -359,7 +367,44 @@ def test_an_open_transaction_shows_on_its_row_with_the_lso(cluster: Cluster, pag
 
     shown = wait_until(open_row, timeout_s=20, what="the open transaction on demo-1's row")
     assert shown[1] == str(lso) and f"1 open txn, LSO {lso}" in shown[2], shown
+    assert f"(LSO {lso})" in shown[2], shown  # next to the leader's HW
     page.shot("open-transaction")
     producer.commit_transaction(60)
     wait_until(lambda: (r := row()) is not None and r[0] == "0" and "open txn" not in r[2],
                timeout_s=20, what="the row without an open transaction")  # fmt: skip
+
+
+def test_a_hanging_transaction_is_marked_on_its_row(cluster: Cluster, page: Page) -> None:
+    """Issue 41 §4: a transactional produce delayed past its transaction's abort opens a
+    transaction nothing ends (minibroker.txn_delay's own producer holds it); once its producer
+    has been quiet there for longer than transaction.max.timeout.ms the row says HANGING."""
+    from minibroker.history.recorder import HistoryRecorder
+    from minibroker.txn_delay.producer import OwnTransactionalProducer
+    from tests.integration.kafka_wire import kafka_bootstrap
+
+    own = OwnTransactionalProducer(
+        kafka_bootstrap(cluster), "dash-hanging", HistoryRecorder(), 5000
+    )
+    try:
+        own.init()
+        own.begin()
+        own.add_partitions(TOPIC, [2])
+        own.produce(TOPIC, 2, b"before the abort")
+        held = own.prepare(TOPIC, 2, b"delayed past the abort")
+        own.end(commit=False)
+        wait_until(lambda: describe(cluster)[f"{TOPIC}-2"]["open_transactions"] == [],
+                   timeout_s=20, what="the abort's marker on demo-2")  # fmt: skip
+        assert own.deliver(held) == "NONE"
+    finally:
+        own.close()
+
+    def marked() -> list[str] | None:
+        got = page.driver.execute_script(
+            "const tr = document.querySelector(`#partitions tr[data-key='demo-2']`);"
+            "return tr ? [tr.dataset.hanging, tr.textContent] : null;"
+        )
+        return [str(v) for v in got] if got is not None and got[0] == "true" else None
+
+    shown = wait_until(marked, timeout_s=TXN_MAX_MS / 1000 + 20, what="demo-2 marked hanging")
+    assert "HANGING: quiet" in shown[1], shown
+    page.shot("hanging-transaction")

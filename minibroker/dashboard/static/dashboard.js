@@ -103,7 +103,12 @@ function fillReplica(span, p, r) {
   const lag = r.lag === null ? "?" : r.lag;
   const ago = r.caught_up_ms_ago === null ? "?" : `${(r.caught_up_ms_ago / 1000).toFixed(0)}s`;
   const leo = r.log_end_offset ?? (r.reachable ? "-" : "?");
-  const hw = r.high_watermark ?? (r.reachable ? "-" : "?");
+  // The leader's LSO next to its HW when a transaction holds it below: what read_committed
+  // consumers may read up to.
+  const lso = r.broker === p.leader && p.last_stable_offset !== null &&
+    p.last_stable_offset !== undefined && p.last_stable_offset !== r.high_watermark
+    ? ` (LSO ${p.last_stable_offset})` : "";
+  const hw = (r.high_watermark ?? (r.reachable ? "-" : "?")) + lso;
   // The log start offset only when retention or DeleteRecords has moved it off 0.
   const start = r.log_start_offset ? `${r.log_start_offset}…` : "";
   setAttr(span, "class", ["replica", r.in_isr ? "in" : "out", r.broker === p.leader ? "leader" : "",
@@ -138,9 +143,10 @@ function newRow(p) {
 }
 
 function fillRow(tr, p) {
+  const quiet = hangingFor(p);
   setAttr(tr, "class", ["partition", p.offline ? "offline" : p.under_replicated ? "under" : "",
     p.key === selected ? "selected" : "", p.reassigning ? "reassigning" : "",
-    p.throttled ? "throttled" : ""].join(" "));
+    p.throttled ? "throttled" : "", quiet !== null ? "hanging" : ""].join(" "));
   setAttr(tr, "data-reassigning", p.reassigning);
   setAttr(tr, "data-throttled", p.throttled);
   setAttr(tr, "data-leader", p.leader ?? -1);
@@ -155,7 +161,9 @@ function fillRow(tr, p) {
   setText(epoch, p.leader_epoch ?? "-");
   // Words, not symbols: a stopwatch glyph is missing from common fonts (Debian's chromium).
   const open = (p.open_transactions || []).length;
-  const txns = open ? `${open} open txn${open > 1 ? "s" : ""}, LSO ${p.last_stable_offset}` : "";
+  setAttr(tr, "data-hanging", quiet !== null);
+  const hanging = quiet === null ? "" : `, HANGING: quiet ${(quiet / 1000).toFixed(0)}s`;
+  const txns = open ? `${open} open txn${open > 1 ? "s" : ""}, LSO ${p.last_stable_offset}${hanging}` : "";
   const marks = [p.reassigning ? "moving" : "", p.throttled ? "throttled" : "", txns].filter(Boolean);
   setText(replicas, p.replicas.join(",") + (marks.length ? ` (${marks.join(", ")})` : ""));
   setText(isr, p.isr.join(","));
@@ -165,6 +173,28 @@ function fillRow(tr, p) {
   const hide = !visible(p.key);
   if (tr.hidden !== hide) tr.hidden = hide;
 }
+
+// An open transaction whose producer has written nothing to the partition for longer than the
+// leader's transaction.max.timeout.ms is hanging (KIP-664's find-hanging rule): how long the
+// quietest-for-longest one has been quiet, or null.
+function hangingFor(p) {
+  if (!p.txn_max_timeout_ms) return null;
+  const quiet = (p.open_transactions || [])
+    .filter((t) => t.last_timestamp > 0)
+    .map((t) => Date.now() - t.last_timestamp);
+  const longest = quiet.length ? Math.max(...quiet) : 0;
+  return longest > p.txn_max_timeout_ms ? longest : null;
+}
+
+// A hanging mark depends on the clock, not only on what the server sends: rows with an open
+// transaction are looked at again every second.
+setInterval(() => {
+  for (const p of state?.partitions || []) {
+    if (!(p.open_transactions || []).length) continue;
+    const tr = rows.get(p.key);
+    if (tr) fillRow(tr, p);
+  }
+}, 1000);
 
 function visible(key) {
   const f = $("#topic-filter").value.trim();

@@ -29,6 +29,9 @@ class Offsets:
     def open_transactions(self) -> dict[int, int]:
         return dict(self.open)
 
+    def producer_last_timestamp(self, producer_id: int) -> int:
+        return 1_000 + producer_id
+
 
 def hosted(local: int, leader: int, leo: int) -> tuple[HostedPartition, Offsets]:
     log = Offsets(log_end_offset=leo, log_start_offset=2)
@@ -62,7 +65,8 @@ def test_the_leader_reports_its_log_its_isr_and_each_followers_fetch_offset() ->
     assert d.HasField("last_stable_offset") and d.last_stable_offset == 0
     log.open = {7: 4}
     d = replica_description(TP, h, now_ms=2_000)
-    assert [(t.producer_id, t.first_offset) for t in d.open_transactions] == [(7, 4)]
+    got = [(t.producer_id, t.first_offset, t.last_timestamp) for t in d.open_transactions]
+    assert got == [(7, 4, 1_007)]
 
 
 def test_a_follower_reports_its_own_log_and_hw_and_no_remote_replicas() -> None:
