@@ -66,6 +66,13 @@ def _request_sent(event: Event) -> str:
     return what if error in (None, "NONE") else f"{what}: {error}"
 
 
+def _producer(event: Event) -> str:
+    """ " (producer P, epoch E)" when the event names them."""
+    if event.get("producer_id") is None:
+        return ""
+    return f" (producer {event.get('producer_id')}, epoch {event.get('epoch')})"
+
+
 _SENTENCES: dict[str, Callable[[Event], str]] = {
     "isr_shrink": _isr_change,
     "isr_expand": _isr_change,
@@ -181,11 +188,18 @@ _SENTENCES: dict[str, Callable[[Event], str]] = {
     ),
     "txn_committed": lambda e: (
         f"{e.get('transactional_id')}: committed on {e.get('partitions')} partitions"
+        + _producer(e)
         + (f" ({e['error']})" if e.get("error") else "")
     ),
     "txn_aborted": lambda e: (
         f"{e.get('transactional_id')}: aborted on {e.get('partitions')} partitions"
+        + _producer(e)
         + (f" ({e['error']})" if e.get("error") else "")
+    ),
+    "txn_verification_refused": lambda e: (
+        f"{e.get('tp')}: refused a transactional batch of {e.get('transactional_id')} (producer "
+        f"{e.get('producer_id')}, epoch {e.get('epoch')}): the coordinator answered "
+        f"{e.get('coordinator_error')}, the producer gets {e.get('error')} (KIP-890 verification)"
     ),
     "txn_fenced": lambda e: (
         f"{e.get('transactional_id')}: producer {e.get('producer_id')} fenced at epoch "

@@ -107,6 +107,15 @@ def test_transaction_events_read_as_sentences() -> None:
     assert "orders-tx: producer 4 fenced at epoch 3" in fenced
     committed = render({**base, "event": "txn_committed", "partitions": 2, "error": None})
     assert "orders-tx: committed on 2 partitions" in committed
+    aborted = render(
+        {**base, "event": "txn_aborted", "partitions": 1, "producer_id": 4, "epoch": 3}
+    )  # fmt: skip
+    assert "orders-tx: aborted on 1 partitions (producer 4, epoch 3)" in aborted
+    refused = render(
+        {**base, "event": "txn_verification_refused", "tp": "t-0", "producer_id": 4, "epoch": 3,
+         "coordinator_error": "INVALID_TXN_STATE", "error": "INVALID_TXN_STATE"}
+    )  # fmt: skip
+    assert "t-0: refused a transactional batch of orders-tx (producer 4, epoch 3)" in refused
     loaded = render(
         {**base, "event": "txn_partition_loaded", "tp": "__transaction_state-3",
          "coordinator_epoch": 5, "transactional_ids": 7, "unfinished": 1}
