@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata.api_versions import ApiVersionsResponse
 from kafka.protocol.metadata.metadata import MetadataResponse
 
@@ -21,14 +22,25 @@ _Topic = MetadataResponse.MetadataResponseTopic
 _Partition = _Topic.MetadataResponsePartition
 
 
-def api_versions(error: ErrorCode = ErrorCode.NONE) -> Any:
+# EndTxn v2+ only with transaction.version 2, as Kafka 4.0 advertises v5 only once its
+# transaction.version feature is finalized at 2: a Kafka 2.6-like broker offers 0-1.
+END_TXN_V1, END_TXN_EPOCH_BUMP = 1, 5
+
+
+def api_versions(error: ErrorCode = ErrorCode.NONE, transaction_version: int = 1) -> Any:
     """Every API this listener serves and its versions. With UNSUPPORTED_VERSION it is the
     answer to an ApiVersions request of a version this broker does not know (sent as v0, so
     that any client can read it and ask again)."""
+
+    def most(a: Any) -> int:
+        if a.key == ApiKey.EndTxn and transaction_version < 2:
+            return END_TXN_V1
+        return int(a.max_version)
+
     return ApiVersionsResponse(
         error_code=int(error),
         api_keys=[
-            _Version(api_key=int(a.key), min_version=a.min_version, max_version=a.max_version)
+            _Version(api_key=int(a.key), min_version=a.min_version, max_version=most(a))
             for a in sorted(APIS.values(), key=lambda a: a.key)
         ],
         throttle_time_ms=0,
@@ -36,7 +48,7 @@ def api_versions(error: ErrorCode = ErrorCode.NONE) -> Any:
 
 
 async def handle_api_versions(ctx: KafkaContext, request: Any, version: int) -> Any:
-    return api_versions()
+    return api_versions(transaction_version=ctx.rm.settings.get_int("transaction.version"))
 
 
 async def handle_metadata(ctx: KafkaContext, request: Any, version: int) -> Any:

@@ -115,12 +115,21 @@ async def handle_add_offsets_to_txn(ctx: KafkaContext, request: Any, version: in
 
 
 async def handle_end_txn(ctx: KafkaContext, request: Any, version: int) -> Any:
+    """v5 with transaction.version 2 (KIP-890 part 2) ends the transaction with the producer's
+    epoch bumped and answers the producer id and epoch to go on with; v2-v4 answer as v1."""
     tid = request.transactional_id
+    pid, epoch = -1, -1
     if not _txn_allowed(ctx, tid):
         error = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     else:
-        error = await ctx.txns.end_txn(
-            tid, int(request.producer_id), int(request.producer_epoch), bool(request.committed)
+        bump = version >= 5 and ctx.rm.settings.get_int("transaction.version") >= 2
+        error, pid, epoch = await ctx.txns.end_txn(
+            tid, int(request.producer_id), int(request.producer_epoch), bool(request.committed),
+            bump,
+        )  # fmt: skip
+    if version >= 5:
+        return EndTxnResponse(
+            throttle_time_ms=0, error_code=int(error), producer_id=pid, producer_epoch=epoch
         )
     return EndTxnResponse(throttle_time_ms=0, error_code=int(error))
 

@@ -125,7 +125,9 @@ APIS: dict[int, Api] = {
         Api(ApiKey.InitProducerId, InitProducerIdRequest, InitProducerIdResponse, 0, 3),
         Api(ApiKey.AddPartitionsToTxn, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 1),
         Api(ApiKey.AddOffsetsToTxn, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 1),
-        Api(ApiKey.EndTxn, EndTxnRequest, EndTxnResponse, 0, 1),
+        # v2-v4 answer as v1; v5 bumps the epoch with transaction.version 2 (KIP-890 part 2),
+        # and is advertised only then (handlers_meta.api_versions).
+        Api(ApiKey.EndTxn, EndTxnRequest, EndTxnResponse, 0, 5),
         Api(ApiKey.TxnOffsetCommit, TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
         Api(ApiKey.FindCoordinator, FindCoordinatorRequest, FindCoordinatorResponse, 0, 3),
         Api(ApiKey.JoinGroup, JoinGroupRequest, JoinGroupResponse, 0, 7),

@@ -172,13 +172,20 @@ class TransactionCoordinator:
 
     # ---- EndTxn ---------------------------------------------------------------------------
 
-    async def end_txn(self, tid: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
+    async def end_txn(
+        self, tid: str, producer_id: int, epoch: int, commit: bool, bump: bool = False
+    ) -> InitAnswer:
+        """EndTxn: the error, and the producer id and epoch the transaction ended with (the
+        bumped epoch with `bump`, KIP-890 part 2)."""
         error, meta, coordinator_epoch = self._lookup(tid)
         if error is not E.NONE:
-            return error
+            return error, -1, -1
         if meta is None:
-            return E.INVALID_PRODUCER_ID_MAPPING
-        return await self._end(meta, producer_id, epoch, commit, True, coordinator_epoch)
+            return E.INVALID_PRODUCER_ID_MAPPING, -1, -1
+        error = await self._end(meta, producer_id, epoch, commit, True, coordinator_epoch, bump)
+        if error is not E.NONE:
+            return error, -1, -1
+        return error, meta.producer_id, meta.producer_epoch
 
     async def _end(
         self,
@@ -188,11 +195,13 @@ class TransactionCoordinator:
         commit: bool,
         from_client: bool,
         coordinator_epoch: int,
+        bump: bool = False,
     ) -> ErrorCode:
         """endTransaction: PrepareCommit/PrepareAbort written (the answer), then the markers
         and CompleteCommit/CompleteAbort in the background."""
         fence = meta.pending == TxnState.PREPARE_EPOCH_FENCE
-        decision = rules.end_txn(meta, producer_id, epoch, commit, from_client, wall_clock_ms())
+        now = wall_clock_ms()
+        decision = rules.end_txn(meta, producer_id, epoch, commit, from_client, now, bump=bump)
         if isinstance(decision, ErrorCode):
             if fence:
                 meta.abandon()

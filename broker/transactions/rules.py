@@ -30,6 +30,8 @@ from minibroker.core.errors import ErrorCode
 
 S = TxnState
 E = ErrorCode
+# Where a transaction ended with a bumped epoch may be asked again with the old one.
+BUMPED_STATES = frozenset({S.PREPARE_COMMIT, S.PREPARE_ABORT, S.COMPLETE_COMMIT, S.COMPLETE_ABORT})
 
 
 @dataclass(frozen=True)
@@ -138,13 +140,22 @@ def end_txn(
     commit: bool,
     from_client: bool,
     now_ms: int,
+    bump: bool = False,
 ) -> ErrorCode | Transit:
     """endTransaction's first step: PrepareCommit/PrepareAbort to write, or the answer.
     Not from a client: the coordinator's own abort (a fence or a timeout), which carries the
-    fenced epoch and turns the pending fence into PrepareAbort."""
+    fenced epoch and turns the pending fence into PrepareAbort. `bump` (KIP-890 part 2, a
+    client's EndTxn v5 with transaction.version 2; Kafka 4.0's endTransaction with
+    TransactionVersion 2): the prepared state carries the producer epoch + 1, so the markers
+    and the producer's next transaction have it and nothing of the old epoch is appended
+    again; a retry of the same EndTxn carries the old epoch, now the last one."""
     if meta is None or meta.producer_id != producer_id:
         return E.INVALID_PRODUCER_ID_MAPPING
-    if (from_client and epoch != meta.producer_epoch) or epoch < meta.producer_epoch:
+    if bump and meta.state in BUMPED_STATES and meta.last_producer_epoch != NO_PRODUCER_EPOCH:
+        if epoch != meta.last_producer_epoch:  # Kafka 4.0: PRODUCER_FENCED, a code 2.6 has not
+            return E.INVALID_PRODUCER_EPOCH
+        epoch = meta.producer_epoch  # a retry: answered as the bumped epoch's own
+    elif (from_client and epoch != meta.producer_epoch) or epoch < meta.producer_epoch:
         return E.INVALID_PRODUCER_EPOCH
     if meta.pending_in_progress and meta.pending != S.PREPARE_EPOCH_FENCE:
         return E.CONCURRENT_TRANSACTIONS
@@ -154,6 +165,8 @@ def end_txn(
         if target == S.PREPARE_ABORT and meta.pending == S.PREPARE_EPOCH_FENCE:
             meta.pending = None
             meta.producer_epoch, meta.last_producer_epoch = epoch, NO_PRODUCER_EPOCH
+        elif bump and not meta.epoch_exhausted:
+            return meta.prepare_abort_or_commit(target, now_ms, bump=True)
         return meta.prepare_abort_or_commit(target, now_ms)
     if state == S.COMPLETE_COMMIT:
         return E.NONE if commit else E.INVALID_TXN_STATE

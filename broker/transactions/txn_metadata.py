@@ -155,10 +155,16 @@ class TxnMetadata:
             now_ms if fresh else self.start_ms, now_ms,
         )  # fmt: skip
 
-    def prepare_abort_or_commit(self, state: TxnState, now_ms: int) -> Transit:
+    def prepare_abort_or_commit(self, state: TxnState, now_ms: int, bump: bool = False) -> Transit:
+        """`bump` (KIP-890 part 2): the next epoch, the current one becoming the last."""
+        epoch, last = (
+            (self.producer_epoch + 1, self.producer_epoch)
+            if bump
+            else (self.producer_epoch, self.last_producer_epoch)
+        )
         return self._prepare(
-            state, self.producer_id, self.producer_epoch, self.last_producer_epoch,
-            self.timeout_ms, frozenset(self.partitions), self.start_ms, now_ms,
+            state, self.producer_id, epoch, last, self.timeout_ms, frozenset(self.partitions),
+            self.start_ms, now_ms,
         )  # fmt: skip
 
     def prepare_complete(self, now_ms: int) -> Transit:
@@ -234,8 +240,13 @@ class TxnMetadata:
                 self.timeout_ms,
                 self.start_ms,
             )
-            if not same_producer or not unchanged:
+            bump = (self.producer_epoch + 1, self.producer_epoch)  # KIP-890 part 2
+            bumped = t.producer_id == self.producer_id and (
+                t.producer_epoch, t.last_producer_epoch
+            ) == bump  # fmt: skip
+            if not (same_producer or bumped) or not unchanged:
                 self._fail(t)
+            self.producer_epoch, self.last_producer_epoch = t.producer_epoch, t.last_producer_epoch
         elif t.state in (S.COMPLETE_ABORT, S.COMPLETE_COMMIT):
             if not same_producer or self.timeout_ms != t.timeout_ms or t.start_ms == -1:
                 self._fail(t)

@@ -1,8 +1,9 @@
 """`minibroker txn list|run`: Kafka's transaction protocol under a delayed message, on a fresh
 local cluster (minibroker.txn_delay): each scenario's steps, what the history checker found in
 what a read_committed consumer read, and the cluster's events around it. `--verification`
-starts the brokers with transaction.partition.verification.enable (KIP-890 part 1). Exit
-status 0 when every run came out as Kafka's rules predict, 1 otherwise.
+starts the brokers with transaction.partition.verification.enable (KIP-890 part 1),
+`--epoch-bump` with transaction.version 2 (part 2). Exit status 0 when every run came out as
+Kafka's rules predict, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--verification", action="store_true", help=f"brokers with {VERIFY}=true (KIP-890 part 1)"
     )
     r.add_argument(
+        "--epoch-bump", action="store_true",
+        help="brokers with transaction.version=2 (KIP-890 part 2): every transaction ends at a "
+        "bumped epoch (our producer's EndTxn v5)",
+    )  # fmt: skip
+    r.add_argument(
         "--history", type=Path, metavar="DIR", help="keep the clients' histories here (JSON lines)"
     )
     r.set_defaults(func=cmd_run)
@@ -51,7 +57,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from minibroker.testing import Cluster
-    from minibroker.txn_delay.scenarios import SCENARIOS, run
+    from minibroker.txn_delay.scenarios import SCENARIOS, Defences, run
 
     if bool(args.name) == bool(args.all):
         raise ClusterError("give one scenario name or --all (`minibroker txn list`)")
@@ -60,11 +66,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"no scenario {args.name!r}: one of {', '.join(SCENARIOS)} (`minibroker txn list`)"
         )
     chosen = list(SCENARIOS.values()) if args.all else [SCENARIOS[args.name]]
-    settings: dict[str, object] = {"group.initial.rebalance.delay.ms": 0}
-    if args.verification:
-        settings[VERIFY] = True
-    print(f"starting a local cluster ({VERIFY}={str(args.verification).lower()})",
-          file=sys.stderr, flush=True)  # fmt: skip
+    defences = Defences(verification=args.verification, epoch_bump=args.epoch_bump)
+    settings: dict[str, object] = {"group.initial.rebalance.delay.ms": 0, **defences.settings()}
+    print(f"starting a local cluster ({defences.text()})", file=sys.stderr, flush=True)
     ok = True
     with tempfile.TemporaryDirectory(prefix="minibroker-txn-") as tmp, Cluster(
         settings=settings
@@ -72,7 +76,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         for scenario in chosen:
             folder = (args.history or Path(tmp)) / scenario.name
             print(f"== {scenario.name}", file=sys.stderr, flush=True)
-            report = run(scenario, cluster, folder, verification=args.verification)
+            report = run(scenario, cluster, folder, defences)
             print(report.text(), flush=True)
             ok = ok and report.as_expected
             if args.history is not None:

@@ -148,6 +148,13 @@ PROPERTIES: tuple[Property, ...] = (
     ),
     _P("minibroker.txn.marker.retry.backoff.ms", int, 100, "between rounds of markers"),
     _P(
+        "transaction.version",
+        int,
+        1,
+        "2: KIP-890 part 2 (Kafka 4.0's feature level), the producer epoch bumped at the end "
+        "of every transaction of a producer that asks (EndTxn v5); 1: Kafka 2.6",
+    ),
+    _P(
         "transaction.partition.verification.enable",
         bool,
         False,

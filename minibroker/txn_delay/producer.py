@@ -37,6 +37,7 @@ from minibroker.txn_delay.wire import (
 
 PRODUCE_VERSION = 3  # the first with a transactional id (KIP-98), magic-2 batches
 TXN_VERSION = 1
+EPOCH_BUMP_VERSION = 5  # EndTxn v5: KIP-890 part 2 (Kafka 4.0)
 PRODUCE_TIMEOUT_MS = 10_000
 
 
@@ -55,13 +56,16 @@ class Held:
 class OwnTransactionalProducer:
     def __init__(
         self, bootstrap: str, transactional_id: str, recorder: HistoryRecorder,
-        transaction_timeout_ms: int = 60_000,
+        transaction_timeout_ms: int = 60_000, epoch_bump: bool = False,
     ) -> None:  # fmt: skip
         self.tid = transactional_id
         self.brokers = Brokers(bootstrap)
         self.recorder = recorder
         self.name = recorder.client_name("own-txn-producer")
         self.timeout_ms = transaction_timeout_ms
+        # KIP-890 part 2: EndTxn v5, whose answer is the epoch of the next transaction (a
+        # broker with transaction.version 2 bumps it; its sequence numbers start at 0 again).
+        self.epoch_bump = epoch_bump
         self.producer_id, self.epoch = -1, -1
         self._sequences: dict[tuple[str, int], int] = {}
         self._numbers = itertools.count(1)
@@ -186,9 +190,14 @@ class OwnTransactionalProducer:
         )  # fmt: skip
         if answer.error_code:
             raise WireError(f"EndTxn({self.tid}, commit={commit}): {error}")
+        if self.epoch_bump and int(answer.producer_epoch) != self.epoch:
+            self.producer_id, self.epoch = int(answer.producer_id), int(answer.producer_epoch)
+            self._sequences.clear()
 
     def _end_once(self, request: Any) -> Any:
-        answer = self._coordinator().call(request, TXN_VERSION)
+        answer = self._coordinator().call(
+            request, EPOCH_BUMP_VERSION if self.epoch_bump else TXN_VERSION
+        )
         if answer.error_code and ErrorCode(answer.error_code) in RETRIABLE:
             check(answer.error_code, "EndTxn")  # raises Retriable: asked again
         return answer

@@ -16,8 +16,12 @@ the scenario's own steps around it.
   number: the leader takes it into the open transaction, which commits, so a record of the
   aborted transaction is read (an aborted read).
 
-With `transaction.partition.verification.enable` (KIP-890 part 1) the leader asks the
-coordinator first and refuses both delayed produces; the checker then finds nothing.
+The defences, each a switch (Defences): with `transaction.partition.verification.enable`
+(KIP-890 part 1) the leader asks the coordinator first and refuses the produce delayed past the
+abort, but not the one that lands in the next transaction (that transaction has the partition,
+at the same epoch); with `transaction.version` 2 (KIP-890 part 2; our producer then ends its
+transactions with EndTxn v5) every transaction ends at a bumped epoch and the leaders refuse
+both delayed produces, whose epoch is older (INVALID_PRODUCER_EPOCH).
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ from minibroker.testing import Cluster
 from minibroker.txn_delay.producer import OwnTransactionalProducer
 
 TIMEOUT_MS = 5_000  # the producers' transaction.timeout.ms, and the checker's
+VERIFY = "transaction.partition.verification.enable"
+TRANSACTION_VERSION = "transaction.version"
 PARTITIONS = 2
 CALL_TIMEOUT_S = 30.0
 
@@ -63,6 +69,7 @@ class Stage:
     cluster: Cluster
     topic: str
     folder: Path
+    epoch_bump: bool = False  # our producer ends its transactions with EndTxn v5
     steps: list[Step] = field(default_factory=list)
     _recorders: list[HistoryRecorder] = field(default_factory=list)
 
@@ -77,8 +84,9 @@ class Stage:
     def own_producer(self, name: str) -> OwnTransactionalProducer:
         tid = f"{self.topic}-{name}"
         own = OwnTransactionalProducer(
-            self.cluster.bootstrap_servers, tid, self.recorder(name), TIMEOUT_MS
-        )
+            self.cluster.bootstrap_servers, tid, self.recorder(name), TIMEOUT_MS,
+            epoch_bump=self.epoch_bump,
+        )  # fmt: skip
         own.init()
         self.step(f"{name}: InitProducerId({tid}) -> producer {own.producer_id} epoch {own.epoch}")
         return own
@@ -130,7 +138,8 @@ def hanging_transaction(stage: Stage) -> None:
                f"{held.sequence}, epoch {held.epoch})")  # fmt: skip
     own.give_up(held)
     own.end(commit=False)
-    stage.step("delayed: gave up on 'h-2' (timed out) and aborted its transaction")
+    stage.step("delayed: gave up on 'h-2' (timed out) and aborted its transaction (epoch now "
+               f"{own.epoch})")  # fmt: skip
     stage.wait_markers(own, commit=False)
     stage.step(f"delayed: the held 'h-2' arrives at the leader: {own.deliver(held)}")
     stage.unmodified_commits(3, "after")
@@ -143,10 +152,11 @@ def delayed_produce_next_transaction(stage: Stage) -> None:
     own.add_partitions(stage.topic, [0, 1])
     own.produce(stage.topic, 1, b"t1-p1")
     held = own.prepare(stage.topic, 0, b"t1-p0")
-    stage.step(f"delayed: {first} sends 't1-p0' to {stage.topic}-0, held on the way")
+    stage.step(f"delayed: {first} sends 't1-p0' to {stage.topic}-0, held on the way (epoch "
+               f"{held.epoch})")  # fmt: skip
     own.give_up(held)
     own.end(commit=False)
-    stage.step(f"delayed: gave up on 't1-p0' (timed out), aborted {first}")
+    stage.step(f"delayed: gave up on 't1-p0' (timed out), aborted {first} (epoch now {own.epoch})")
     stage.wait_markers(own, commit=False)
     second = own.begin()
     own.add_partitions(stage.topic, [0, 1])
@@ -195,9 +205,34 @@ SCENARIOS = {
 
 
 @dataclass(frozen=True)
+class Defences:
+    """KIP-890's two parts, each a broker setting (a cluster runs with them or without)."""
+
+    verification: bool = False  # part 1: transaction.partition.verification.enable
+    epoch_bump: bool = False  # part 2: transaction.version 2, EndTxn v5
+
+    def settings(self) -> dict[str, object]:
+        out: dict[str, object] = {}
+        if self.verification:
+            out[VERIFY] = True
+        if self.epoch_bump:
+            out[TRANSACTION_VERSION] = 2
+        return out
+
+    def text(self) -> str:
+        return (
+            f"{VERIFY}: {'on' if self.verification else 'off'}; "
+            f"{TRANSACTION_VERSION}: {2 if self.epoch_bump else 1}"
+        )
+
+    def closes(self, scenario: DelayScenario) -> bool:
+        return self.epoch_bump or (self.verification and scenario.verification_closes)
+
+
+@dataclass(frozen=True)
 class DelayReport:
     scenario: DelayScenario
-    verification: bool
+    defences: Defences
     result: CheckResult
     steps: tuple[Step, ...]
 
@@ -212,34 +247,31 @@ class DelayReport:
 
     @property
     def as_expected(self) -> bool:
-        """What Kafka's rules predict: the anomaly with Kafka 2.6's behaviour, and with
-        verification on, nothing where part 1 closes it, the anomaly where it does not."""
-        if self.verification and self.scenario.verification_closes:
-            return not self.found
-        return self.reproduced
+        """What Kafka's rules predict: nothing where the defences on close the scenario, its
+        anomaly where they do not (Kafka 2.6's behaviour, or part 1 alone against a produce
+        landing in the next transaction)."""
+        return not self.found if self.defences.closes(self.scenario) else self.reproduced
 
     def verdict(self) -> str:
-        found = ", ".join(self.found)
-        if not self.verification:
-            return f"verdict: reproduced ({found}): Kafka 2.6's protocol lets it through" if (
-                self.reproduced) else "verdict: NOT reproduced: expected " + ", ".join(
-                self.scenario.expect)  # fmt: skip
-        if self.scenario.verification_closes:
+        found = ", ".join(self.found) or "nothing"
+        if self.defences.closes(self.scenario):
             return "verdict: defended: the checker finds nothing" if not self.found else (
                 f"verdict: NOT defended ({found})")  # fmt: skip
+        if not self.reproduced:
+            return f"verdict: NOT reproduced ({found}): expected {', '.join(self.scenario.expect)}"
+        if not self.defences.verification:
+            return f"verdict: reproduced ({found}): Kafka 2.6's protocol lets it through"
         return (
             f"verdict: reproduced ({found}) with verification on, as predicted: the delayed "
             "message carries the epoch of the producer's next transaction, which has the "
-            "partition; KIP-890 part 2 (an epoch bump per transaction) is what refuses it"
-            if self.reproduced
-            else f"verdict: unexpectedly nothing found ({found or 'none'})"
+            "partition; KIP-890 part 2 (an epoch bump per transaction, transaction.version 2) "
+            "is what refuses it"
         )
 
     def text(self) -> str:
-        switch = "on" if self.verification else "off"
         head = [
             f"scenario {self.scenario.name}: {self.scenario.description}",
-            f"transaction.partition.verification.enable: {switch}",
+            self.defences.text(),
             "",
             "steps:",
             *(f"  {s}" for s in self.steps),
@@ -267,14 +299,14 @@ def _read(stage: Stage, stop: threading.Event, errors: list[str]) -> None:
 
 
 def run(
-    scenario: DelayScenario, cluster: Cluster, folder: Path, *, verification: bool = False
+    scenario: DelayScenario, cluster: Cluster, folder: Path, defences: Defences = Defences()
 ) -> DelayReport:
-    """Runs `scenario` on `cluster` (whose brokers run with verification on or off, as
-    `verification` says) against a topic of its own; the history is kept in `folder`."""
+    """Runs `scenario` on `cluster` (whose brokers run with `defences.settings()`) against a
+    topic of its own; the history is kept in `folder`."""
     topic = f"{scenario.name}-{uuid.uuid4().hex[:6]}"
     cluster.create_topic(topic, partitions=PARTITIONS, replication_factor=3,
                          min_insync_replicas=2)  # fmt: skip
-    stage = Stage(cluster, topic, folder)
+    stage = Stage(cluster, topic, folder, epoch_bump=defences.epoch_bump)
     since = now_ms()
     stop, errors = threading.Event(), []
     reader = threading.Thread(target=_read, args=(stage, stop, errors), daemon=True)
@@ -292,4 +324,4 @@ def run(
     timeline: list[Any] = sorted([*cluster.events(since), *stage.steps], key=lambda e: e.ts_ms)
     result = check(history, delivery=EXACTLY_ONCE, timeline=timeline,
                    transaction_timeout_ms=TIMEOUT_MS)  # fmt: skip
-    return DelayReport(scenario, verification, result, tuple(stage.steps))
+    return DelayReport(scenario, defences, result, tuple(stage.steps))

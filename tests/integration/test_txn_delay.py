@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 
 from minibroker.testing import Cluster
-from minibroker.txn_delay.scenarios import SCENARIOS, run
+from minibroker.txn_delay.scenarios import SCENARIOS, Defences, run
 
 pytestmark = pytest.mark.integration
 
 SETTINGS = {"group.initial.rebalance.delay.ms": 0}
-VERIFY = "transaction.partition.verification.enable"
+PART_1 = Defences(verification=True)
+PART_2 = Defences(epoch_bump=True)
 
 
 @pytest.fixture(scope="module")
@@ -40,14 +41,14 @@ def test_kafka_26_lets_the_delayed_produce_through(
 
 @pytest.fixture(scope="module")
 def verifying() -> Iterator[Cluster]:
-    with Cluster(settings={**SETTINGS, VERIFY: True}) as c:
+    with Cluster(settings={**SETTINGS, **PART_1.settings()}) as c:
         yield c
 
 
 def test_verification_refuses_the_produce_delayed_past_its_abort(
     verifying: Cluster, tmp_path: Path
 ) -> None:
-    report = run(SCENARIOS["hanging-transaction"], verifying, tmp_path, verification=True)
+    report = run(SCENARIOS["hanging-transaction"], verifying, tmp_path, PART_1)
     print(report.text())
     assert report.found == [], report.text()
     refusals = verifying.events(None, "txn_verification_refused")
@@ -62,6 +63,22 @@ def test_verification_alone_lets_a_produce_into_the_next_transaction(
     # confirms it. KIP-890 part 2 (the epoch bumped at every transaction's end) is what
     # refuses this one; the history shows why it is needed.
     name = "delayed-produce-next-transaction"
-    report = run(SCENARIOS[name], verifying, tmp_path, verification=True)
+    report = run(SCENARIOS[name], verifying, tmp_path, PART_1)
     print(report.text())
     assert report.found == ["aborted-read"], report.text()
+
+
+@pytest.fixture(scope="module")
+def bumping() -> Iterator[Cluster]:
+    with Cluster(settings={**SETTINGS, **PART_2.settings()}) as c:
+        yield c
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_an_epoch_bump_per_transaction_refuses_both_delayed_produces(
+    bumping: Cluster, name: str, tmp_path: Path
+) -> None:
+    report = run(SCENARIOS[name], bumping, tmp_path, PART_2)
+    print(report.text())
+    assert report.found == [], report.text()
+    assert "INVALID_PRODUCER_EPOCH" in "".join(s.text for s in report.steps), report.text()

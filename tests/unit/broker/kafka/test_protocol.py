@@ -83,3 +83,16 @@ def test_kafka_listeners_are_named_kafka_and_grpc_clients_never_pick_them() -> N
     assert pick(eps) == eps[1]
     assert pick(eps, "KAFKA") == eps[0]
     assert pick([Endpoint("KAFKA", "h", 1)]) is None
+
+
+def test_end_txn_v5_is_offered_only_with_transaction_version_2() -> None:
+    # KIP-890 part 2: Kafka 4.0 advertises EndTxn v5 once transaction.version is 2; a Kafka
+    # 2.6-like broker (transaction.version 1) offers 0-1, so no client asks for an epoch bump.
+    from broker.kafka.handlers_meta import api_versions
+
+    def end_txn_max(tv: int) -> int:
+        keys = api_versions(transaction_version=tv).api_keys
+        return next(int(k.max_version) for k in keys if k.api_key == ApiKey.EndTxn)
+
+    assert (end_txn_max(1), end_txn_max(2)) == (1, 5)
+    assert APIS[ApiKey.EndTxn].supports(5)  # served either way: bumping needs the setting

@@ -231,3 +231,32 @@ def test_a_leaders_verification_is_answered_per_partition() -> None:
     written(meta, meta.prepare_complete(2))
     # Completed: its partitions are cleared, so a produce delayed past it is not in it.
     assert rules.verify_partitions(meta, 7, 0, [("t", 0)]) == {("t", 0): E.INVALID_TXN_STATE}
+
+
+def test_with_an_epoch_bump_a_transaction_ends_at_the_next_epoch() -> None:
+    # KIP-890 part 2 (Kafka 4.0's endTransaction with TransactionVersion 2; its
+    # TransactionCoordinatorTest's shouldReturnOkOnEndTxnWhenStatusIsCompleteCommitAndResultIs
+    # Commit(v2), shouldReplyWithProducerFencedOnEndTxnWhenEpochIsNotSameAsTransaction, with
+    # 2.6's INVALID_PRODUCER_EPOCH for PRODUCER_FENCED)
+    meta = ongoing()
+    t = written(meta, rules.end_txn(meta, 7, 0, True, True, 1, bump=True))
+    assert (t.state, t.producer_epoch, t.last_producer_epoch) == (S.PREPARE_COMMIT, 1, 0)
+    assert rules.end_txn(meta, 7, 0, True, True, 2, bump=True) is E.CONCURRENT_TRANSACTIONS
+    written(meta, meta.prepare_complete(3))
+    assert (meta.state, meta.producer_epoch) == (S.COMPLETE_COMMIT, 1)
+    # The client's retry carries the epoch it sent: answered as done.
+    assert rules.end_txn(meta, 7, 0, True, True, 4, bump=True) is E.NONE
+    assert rules.end_txn(meta, 7, 0, False, True, 4, bump=True) is E.INVALID_TXN_STATE
+    assert rules.end_txn(meta, 7, 5, True, True, 4, bump=True) is E.INVALID_PRODUCER_EPOCH
+    # What was delayed at the old epoch is refused; the next transaction has the new one.
+    assert rules.add_partitions(meta, 7, 0, TP, 5) is E.INVALID_PRODUCER_EPOCH
+    assert rules.verify_partitions(meta, 7, 0, [("t", 0)]) is E.INVALID_PRODUCER_EPOCH
+    written(meta, rules.add_partitions(meta, 7, 1, TP, 5))
+    t = written(meta, rules.end_txn(meta, 7, 1, False, True, 6, bump=True))
+    assert (t.state, t.producer_epoch, t.last_producer_epoch) == (S.PREPARE_ABORT, 2, 1)
+
+
+def test_without_the_bump_the_epoch_stays() -> None:
+    meta = ongoing()
+    t = written(meta, rules.end_txn(meta, 7, 0, True, True, 1))
+    assert (t.producer_epoch, meta.producer_epoch) == (0, 0)
