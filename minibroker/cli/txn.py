@@ -32,18 +32,29 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     r = actions.add_parser("run", help="run one scenario (or --all) and print its report")
     r.add_argument("name", nargs="?", help="a scenario name (see `minibroker txn list`)")
     r.add_argument("--all", action="store_true", help="every scenario, on one cluster")
-    r.add_argument(
+    _defence_arguments(r)
+    r.set_defaults(func=cmd_run)
+    rnd = actions.add_parser(
+        "random", help="held produces delivered at random later moments, a coordinator failover"
+    )
+    rnd.add_argument("--seed", type=int, default=0, help="seeds the holds and delays (0)")
+    rnd.add_argument("--transactions", type=int, default=40, help="how many (40)")
+    _defence_arguments(rnd)
+    rnd.set_defaults(func=cmd_random)
+
+
+def _defence_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
         "--verification", action="store_true", help=f"brokers with {VERIFY}=true (KIP-890 part 1)"
     )
-    r.add_argument(
+    p.add_argument(
         "--epoch-bump", action="store_true",
         help="brokers with transaction.version=2 (KIP-890 part 2): every transaction ends at a "
         "bumped epoch (our producer's EndTxn v5)",
     )  # fmt: skip
-    r.add_argument(
+    p.add_argument(
         "--history", type=Path, metavar="DIR", help="keep the clients' histories here (JSON lines)"
     )
-    r.set_defaults(func=cmd_run)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -82,3 +93,24 @@ def cmd_run(args: argparse.Namespace) -> int:
             if args.history is not None:
                 print(f"history kept in {folder}", file=sys.stderr)
     return 0 if ok else 1
+
+
+def cmd_random(args: argparse.Namespace) -> int:
+    from minibroker.testing import Cluster
+    from minibroker.txn_delay.randomised import run_randomised
+    from minibroker.txn_delay.scenarios import Defences
+
+    if args.transactions < 2:
+        raise ClusterError("--transactions: at least 2 (the failover is halfway)")
+    defences = Defences(verification=args.verification, epoch_bump=args.epoch_bump)
+    settings: dict[str, object] = {"group.initial.rebalance.delay.ms": 0, **defences.settings()}
+    print(f"starting a local cluster ({defences.text()})", file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory(prefix="minibroker-txn-") as tmp, Cluster(
+        settings=settings
+    ) as cluster:  # fmt: skip
+        folder = (args.history or Path(tmp)) / f"randomised-{args.seed}"
+        report = run_randomised(cluster, folder, defences, args.seed, args.transactions)
+        print(report.text(), flush=True)
+        if args.history is not None:
+            print(f"history kept in {folder}", file=sys.stderr)
+    return 0 if report.as_expected else 1

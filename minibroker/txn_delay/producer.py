@@ -30,6 +30,7 @@ from minibroker.txn_delay.wire import (
     RETRIABLE,
     Brokers,
     Connection,
+    Retriable,
     WireError,
     check,
     retrying,
@@ -69,6 +70,7 @@ class OwnTransactionalProducer:
         self.producer_id, self.epoch = -1, -1
         self._sequences: dict[tuple[str, int], int] = {}
         self._numbers = itertools.count(1)
+        self._sends = itertools.count(1)  # a send's id: sequences start again at a new epoch
         self._txn = ""
         self._txn_started_ms = 0
         self.ended_ms = 0  # when the last EndTxn was sent
@@ -78,16 +80,23 @@ class OwnTransactionalProducer:
     def transaction(self) -> str:
         return self._txn
 
-    def _coordinator(self) -> Connection:
+    def _call_coordinator(self, request: Any, version: int = TXN_VERSION) -> Any:
+        """`request` to the transactional id's coordinator, found anew each time; a lost
+        connection (its broker died) is Retriable, with a new connection next time."""
         coordinator = retrying(lambda: self.brokers.coordinator_of(self.tid))
-        return self.brokers.connection(self.brokers.addresses[coordinator])
+        address = self.brokers.addresses[coordinator]
+        try:
+            return self.brokers.connection(address).call(request, version)
+        except (OSError, WireError) as exc:
+            self.brokers.forget(address)
+            raise Retriable(f"the coordinator at {address}: {exc}") from None
 
     def _ask_coordinator(self, request: Any, what: str) -> Any:
         """`request` to the transactional id's coordinator, found and asked again while the
         answer is one a client retries (wire.RETRIABLE)."""
 
         def once() -> Any:
-            answer = self._coordinator().call(request, TXN_VERSION)
+            answer = self._call_coordinator(request)
             check(getattr(answer, "error_code", 0), what)
             return answer
 
@@ -113,7 +122,7 @@ class OwnTransactionalProducer:
         )  # fmt: skip
 
         def once() -> None:
-            answer = self._coordinator().call(request, TXN_VERSION)
+            answer = self._call_coordinator(request)
             for result in answer.results_by_topic_v3_and_below:
                 for p in result.results_by_partition:
                     check(
@@ -129,7 +138,7 @@ class OwnTransactionalProducer:
         self._sequences[(topic, partition)] = sequence + 1
         now = self.recorder.now_ms()
         send = Send(
-            f"{self.name}-{topic}-{partition}-{sequence}", self.name, topic, None, value, now,
+            f"{self.name}-{next(self._sends)}", self.name, topic, None, value, now,
             partition=partition, txn=self._txn,
         )  # fmt: skip
         self.recorder.record(send)
@@ -143,8 +152,15 @@ class OwnTransactionalProducer:
             topic_data=[data(name=topic, partition_data=[
                 data.PartitionProduceData(index=partition, records=batch)])],
         )  # fmt: skip
-        leader = self.brokers.leader_of(topic, partition)
-        connection = self.brokers.fresh(leader)
+
+        def leader_connection() -> tuple[int, Connection]:
+            leader = self.brokers.leader_of(topic, partition)
+            try:
+                return leader, self.brokers.fresh(leader)
+            except OSError as exc:
+                raise Retriable(f"the leader of {topic}-{partition}: {exc}") from None
+
+        leader, connection = retrying(leader_connection)
         self._held_connections.append(connection)
         encoded = connection.encode(request, PRODUCE_VERSION)
         return Held(send, leader, sequence, self.epoch, encoded, connection)
@@ -195,7 +211,7 @@ class OwnTransactionalProducer:
             self._sequences.clear()
 
     def _end_once(self, request: Any) -> Any:
-        answer = self._coordinator().call(
+        answer = self._call_coordinator(
             request, EPOCH_BUMP_VERSION if self.epoch_bump else TXN_VERSION
         )
         if answer.error_code and ErrorCode(answer.error_code) in RETRIABLE:

@@ -88,14 +88,31 @@ class Brokers:
             self._connections[address] = Connection(address)
         return self._connections[address]
 
+    def forget(self, address: str) -> None:
+        """Drop the connection to `address` (a new one is made when next asked)."""
+        connection = self._connections.pop(address, None)
+        if connection is not None:
+            connection.close()
+
     def fresh(self, broker_id: int) -> Connection:
         """A connection of its own to the broker (a request sent on it later, without
         waiting behind the answers of the shared one)."""
         return Connection(self.addresses[broker_id])
 
+    def ask_any(self, request: Any, version: int) -> Any:
+        """`request` to the first bootstrap broker that answers (Retriable if none does)."""
+        failure: Exception | None = None
+        for address in self._bootstrap:
+            try:
+                return self.connection(address).call(request, version)
+            except (OSError, WireError) as exc:
+                self.forget(address)
+                failure = exc
+        raise Retriable(f"no bootstrap broker answered: {failure}")
+
     def metadata(self, topics: Iterable[str]) -> Any:
         names = [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
-        answer = self.connection(self._bootstrap[0]).call(MetadataRequest(topics=names), 1)
+        answer = self.ask_any(MetadataRequest(topics=names), 1)
         self.addresses = {b.node_id: f"{b.host}:{b.port}" for b in answer.brokers}
         return answer
 
@@ -104,12 +121,12 @@ class Brokers:
             for p in t.partitions:
                 if p.partition_index == partition and p.error_code == 0 and p.leader_id >= 0:
                     return int(p.leader_id)
-        raise WireError(f"{topic}-{partition} has no leader")
+        raise Retriable(f"{topic}-{partition} has no leader")
 
     def coordinator_of(self, transactional_id: str) -> int:
         self.metadata([])
         request = FindCoordinatorRequest(key=transactional_id, key_type=TRANSACTION_KEY)
-        answer = self.connection(self._bootstrap[0]).call(request, 1)
+        answer = self.ask_any(request, 1)
         check(answer.error_code, f"FindCoordinator({transactional_id})")
         return int(answer.node_id)
 
@@ -120,9 +137,11 @@ class Brokers:
 
 
 # What a client retries (Kafka's RetriableException errors of these requests): the
-# coordinator moving or loading, its markers of the last transaction still being written.
+# coordinator moving or loading, its markers of the last transaction still being written, a
+# restarted coordinator's metadata not knowing the topic yet.
 RETRIABLE = frozenset(
     {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         ErrorCode.COORDINATOR_NOT_AVAILABLE,
         ErrorCode.NOT_COORDINATOR,
         ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from minibroker.testing import Cluster
+from minibroker.txn_delay.randomised import run_randomised
 from minibroker.txn_delay.scenarios import SCENARIOS, Defences, run
 
 pytestmark = pytest.mark.integration
@@ -82,3 +83,15 @@ def test_an_epoch_bump_per_transaction_refuses_both_delayed_produces(
     print(report.text())
     assert report.found == [], report.text()
     assert "INVALID_PRODUCER_EPOCH" in "".join(s.text for s in report.steps), report.text()
+
+
+def test_a_short_randomised_run_with_the_epoch_bump_finds_nothing(
+    bumping: Cluster, tmp_path: Path
+) -> None:
+    # The documented longer command: minibroker txn random --seed N --transactions 60
+    # [--verification] [--epoch-bump]. Here: 16 transactions, the coordinator killed halfway.
+    report = run_randomised(bumping, tmp_path, PART_2, seed=1, transactions=16)
+    print(report.text())
+    steps = "".join(s.text for s in report.steps)
+    assert "failover: killed" in steps and "holds" in steps, report.text()
+    assert report.found == [], report.text()
