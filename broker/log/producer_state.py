@@ -153,7 +153,9 @@ class ProducerStateTable:
                 )
             if (
                 refusal is None and transactional and verified is not False and pid not in pending
-                and self.txns.refuses_unverified(pid, verified or None)
+                and self.txns.refuses_unverified(
+                    pid, verified if isinstance(verified, VerificationGuard) else None
+                )
             ):  # fmt: skip
                 refusal = Refusal(
                     ErrorCode.INVALID_TXN_STATE,

@@ -240,10 +240,10 @@ class TxnMetadata:
                 self.timeout_ms,
                 self.start_ms,
             )
-            bump = (self.producer_epoch + 1, self.producer_epoch)  # KIP-890 part 2
+            next_epochs = (self.producer_epoch + 1, self.producer_epoch)  # KIP-890 part 2
             bumped = t.producer_id == self.producer_id and (
                 t.producer_epoch, t.last_producer_epoch
-            ) == bump  # fmt: skip
+            ) == next_epochs  # fmt: skip
             if not (same_producer or bumped) or not unchanged:
                 self._fail(t)
             self.producer_epoch, self.last_producer_epoch = t.producer_epoch, t.last_producer_epoch

@@ -312,7 +312,7 @@ def run(
                          min_insync_replicas=2)  # fmt: skip
     stage = Stage(cluster, topic, folder, epoch_bump=defences.epoch_bump)
     since = now_ms()
-    stop, errors = threading.Event(), []
+    stop, errors = threading.Event(), list[str]()
     reader = threading.Thread(target=read_committed, args=(stage, stop, errors), daemon=True)
     reader.start()
     try:

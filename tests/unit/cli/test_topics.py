@@ -208,7 +208,7 @@ def test_the_leaders_last_stable_offset_and_open_transactions_are_shown() -> Non
 
     leader = dataclasses.replace(
         replica(TP0, 1, 1, 10, 10, {2: 10, 3: 7}),
-        last_stable_offset=6, open_transactions=((4000, 6), (4001, 8)),
+        last_stable_offset=6, open_transactions=((4000, 6, 1), (4001, 8, 2)),
     )  # fmt: skip
     reports: BrokerReports = {**REPORTS, 1: broker(1, leader, replica(TP1, 2, 1, 4, 4))}
     view = topic_view(INFO, reports)
@@ -217,8 +217,8 @@ def test_the_leaders_last_stable_offset_and_open_transactions_are_shown() -> Non
     (p0, _) = describe_json([view])
     assert p0["last_stable_offset"] == 6
     assert p0["open_transactions"] == [
-        {"producer_id": 4000, "first_offset": 6},
-        {"producer_id": 4001, "first_offset": 8},
+        {"producer_id": 4000, "first_offset": 6, "last_timestamp": 1},
+        {"producer_id": 4001, "first_offset": 8, "last_timestamp": 2},
     ]
 
 
