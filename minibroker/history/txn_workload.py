@@ -157,7 +157,7 @@ class _Run:
             return True
         if not upstream.is_set():
             return False
-        return _read_to_the_end(consumer) or time.monotonic() - quiet_since > self.w.drain_s
+        return read_to_the_end(consumer) or time.monotonic() - quiet_since > self.w.drain_s
 
     def read(self, i: int) -> None:
         w = self.w
@@ -185,15 +185,17 @@ class _Run:
         return body
 
 
-def _read_to_the_end(consumer: Any) -> bool:
-    """Whether the consumer's position in every partition it has is at its end (the high
-    watermark; with every transaction ended, the last stable offset is there too)."""
+def read_to_the_end(consumer: Any, watermarks: Any = None) -> bool:
+    """Whether the consumer's position in every partition it has is at its end, as
+    `watermarks` (a consumer; default: this one) gets it from the leaders: a read_committed
+    consumer's own end is the last stable offset, a read_uncommitted one's the high watermark
+    (the same once every transaction has ended)."""
     assigned = consumer.assignment()
     if not assigned:
         return False
     try:
         for tp in consumer.position(assigned):
-            _, high = consumer.get_watermark_offsets(tp, CALL_TIMEOUT_S)
+            _, high = (watermarks or consumer).get_watermark_offsets(tp, CALL_TIMEOUT_S)
             if tp.offset < high:
                 return False
     except Exception:  # noqa: BLE001 - a broker gone meanwhile: not known to be at the end

@@ -36,10 +36,11 @@ from typing import Any
 
 from minibroker.history.check import EXACTLY_ONCE, CheckResult, check
 from minibroker.history.recorder import HistoryRecorder, load
+from minibroker.history.txn_workload import read_to_the_end
 from minibroker.runtime.clock import now_ms
 from minibroker.runtime.waiting import wait_until
 from minibroker.testing import Cluster
-from minibroker.txn_delay.producer import OwnTransactionalProducer
+from minibroker.txn_delay.producer import Held, OwnTransactionalProducer
 
 TIMEOUT_MS = 5_000  # the producers' transaction.timeout.ms, and the checker's
 VERIFY = "transaction.partition.verification.enable"
@@ -128,19 +129,26 @@ class Stage:
             r.close()
 
 
+def held_then_aborted(stage: Stage, own: OwnTransactionalProducer, value: bytes) -> Held:
+    """`value`'s produce to partition 0 held on the way; the client gives up on it (timed out)
+    and aborts its transaction; returned once the abort's markers are written."""
+    txn = own.transaction
+    held = own.prepare(stage.topic, 0, value)
+    stage.step(f"delayed: {txn} sends {value!r} to {stage.topic}-0, held on the way (sequence "
+               f"{held.sequence}, epoch {held.epoch})")  # fmt: skip
+    own.give_up(held)
+    own.end(commit=False)
+    stage.step(f"delayed: gave up on {value!r} (timed out), aborted {txn} (epoch now {own.epoch})")
+    stage.wait_markers(own, commit=False)
+    return held
+
+
 def hanging_transaction(stage: Stage) -> None:
     own = stage.own_producer("delayed")
     own.begin()
     own.add_partitions(stage.topic, [0])
     own.produce(stage.topic, 0, b"h-1")
-    held = own.prepare(stage.topic, 0, b"h-2")
-    stage.step(f"delayed: produce 'h-2' to {stage.topic}-0 sent, held on the way (sequence "
-               f"{held.sequence}, epoch {held.epoch})")  # fmt: skip
-    own.give_up(held)
-    own.end(commit=False)
-    stage.step("delayed: gave up on 'h-2' (timed out) and aborted its transaction (epoch now "
-               f"{own.epoch})")  # fmt: skip
-    stage.wait_markers(own, commit=False)
+    held = held_then_aborted(stage, own, b"h-2")
     stage.step(f"delayed: the held 'h-2' arrives at the leader: {own.deliver(held)}")
     stage.unmodified_commits(3, "after")
     own.close()
@@ -148,16 +156,10 @@ def hanging_transaction(stage: Stage) -> None:
 
 def delayed_produce_next_transaction(stage: Stage) -> None:
     own = stage.own_producer("delayed")
-    first = own.begin()
+    own.begin()
     own.add_partitions(stage.topic, [0, 1])
     own.produce(stage.topic, 1, b"t1-p1")
-    held = own.prepare(stage.topic, 0, b"t1-p0")
-    stage.step(f"delayed: {first} sends 't1-p0' to {stage.topic}-0, held on the way (epoch "
-               f"{held.epoch})")  # fmt: skip
-    own.give_up(held)
-    own.end(commit=False)
-    stage.step(f"delayed: gave up on 't1-p0' (timed out), aborted {first} (epoch now {own.epoch})")
-    stage.wait_markers(own, commit=False)
+    held = held_then_aborted(stage, own, b"t1-p0")
     second = own.begin()
     own.add_partitions(stage.topic, [0, 1])
     stage.step(f"delayed: {second} begins on partitions 0 and 1")
@@ -175,7 +177,7 @@ class DelayScenario:
     description: str
     expect: tuple[str, ...]  # the anomaly kinds Kafka 2.6's protocol lets through
     steps: Callable[[Stage], None]
-    watch_s: float  # how long the reader keeps polling after the steps
+    watch_s: float  # the longest the reader polls on after the steps (it stops at the end)
     verification_closes: bool  # KIP-890 part 1 alone refuses the delayed message
 
 
@@ -197,7 +199,7 @@ SCENARIOS = {
             "transaction and commits with it: an aborted read",
             ("aborted-read",),
             delayed_produce_next_transaction,
-            watch_s=3.0,
+            watch_s=30.0,
             verification_closes=False,
         ),  # fmt: skip
     )
@@ -285,9 +287,23 @@ class DelayReport:
         return "\n".join(head)
 
 
-def read_committed(stage: Stage, stop: threading.Event, errors: list[str]) -> None:
+@dataclass
+class Reader:
     """A read_committed confluent-kafka consumer of the stage's topic, recorded, from the
-    beginning until `stop`."""
+    beginning until `stop`; once the steps are done (`steps_done`) it says when it has read
+    every partition to its end (`at_end`: its position at the high watermark, as a
+    read_uncommitted consumer asks for it, which a hanging transaction's stuck LSO never lets
+    it reach)."""
+
+    stop: threading.Event = field(default_factory=threading.Event)
+    steps_done: threading.Event = field(default_factory=threading.Event)
+    at_end: threading.Event = field(default_factory=threading.Event)
+    errors: list[str] = field(default_factory=list)
+
+
+def read_committed(stage: Stage, reader: Reader) -> None:
+    from confluent_kafka import Consumer
+
     recorder = stage.recorder("reader")
     try:
         consumer = recorder.consumer(
@@ -295,11 +311,18 @@ def read_committed(stage: Stage, stop: threading.Event, errors: list[str]) -> No
              "auto.offset.reset": "earliest", "isolation.level": "read_committed"}
         )  # fmt: skip
         consumer.subscribe([stage.topic])
-        while not stop.is_set():
-            consumer.consume(100, 0.2)
+        watermarks = Consumer(
+            {**stage.cluster.confluent_config(), "group.id": f"{stage.topic}-watermarks",
+             "isolation.level": "read_uncommitted"}
+        )  # fmt: skip
+        while not reader.stop.is_set():
+            got = consumer.consume(100, 0.2)
+            if not got and reader.steps_done.is_set() and read_to_the_end(consumer, watermarks):
+                reader.at_end.set()
+        watermarks.close()
         consumer.close()
     except Exception as exc:  # noqa: BLE001 - reported by run()
-        errors.append(f"reader: {type(exc).__name__}: {exc}")
+        reader.errors.append(f"reader: {type(exc).__name__}: {exc}")
 
 
 def run(
@@ -312,18 +335,21 @@ def run(
                          min_insync_replicas=2)  # fmt: skip
     stage = Stage(cluster, topic, folder, epoch_bump=defences.epoch_bump)
     since = now_ms()
-    stop, errors = threading.Event(), list[str]()
-    reader = threading.Thread(target=read_committed, args=(stage, stop, errors), daemon=True)
-    reader.start()
+    reader = Reader()
+    thread = threading.Thread(target=read_committed, args=(stage, reader), daemon=True)
+    thread.start()
     try:
         scenario.steps(stage)
-        time.sleep(scenario.watch_s)  # the reader polling on: a stall is a duration
+        reader.steps_done.set()
+        # Until the reader has read everything, or for at most watch_s: a reader stalled
+        # behind a stuck LSO polls on for all of it, as a stall is a duration.
+        reader.at_end.wait(scenario.watch_s)
     finally:
-        stop.set()
-        reader.join(CALL_TIMEOUT_S)
+        reader.stop.set()
+        thread.join(CALL_TIMEOUT_S)
         stage.close()
-    if errors:
-        raise RuntimeError("; ".join(errors))
+    if reader.errors:
+        raise RuntimeError("; ".join(reader.errors))
     history = load(sorted(folder.glob("*.jsonl")))
     timeline: list[Any] = sorted([*cluster.events(since), *stage.steps], key=lambda e: e.ts_ms)
     result = check(history, delivery=EXACTLY_ONCE, timeline=timeline,
