@@ -24,7 +24,7 @@ _Partition = _Topic.MetadataResponsePartition
 
 # EndTxn v2+ only with transaction.version 2, as Kafka 4.0 advertises v5 only once its
 # transaction.version feature is finalized at 2: a Kafka 2.6-like broker offers 0-1.
-END_TXN_V1, END_TXN_EPOCH_BUMP = 1, 5
+END_TXN_V1 = 1
 
 
 def api_versions(error: ErrorCode = ErrorCode.NONE, transaction_version: int = 1) -> Any:

@@ -38,7 +38,6 @@ class KafkaServers:
         self._idle_s = 0.0
         self._groups: GroupCoordinator | None = None
         self._txns: TransactionCoordinator | None = None
-        self._verifier: TxnVerifier | None = None
 
     @property
     def transactions(self) -> TransactionCoordinator | None:
@@ -111,8 +110,8 @@ class KafkaServers:
         self._txns = TransactionCoordinator(rm, producer_ids.next_producer_id)
         self._txns.start()
         if settings.get_bool("transaction.partition.verification.enable"):
-            self._verifier = TxnVerifier(rm, self._txns)
-            rm.appends.verify = self._verifier.verify
+            # KIP-890 part 1; its channels are the coordinator's, closed with it.
+            rm.appends.verify = TxnVerifier(rm, self._txns).verify
         for listener, server in self._servers.items():
             self._contexts[listener] = KafkaContext(
                 rm, listener, cluster_id, producer_ids, self._groups, self._txns,
@@ -130,7 +129,5 @@ class KafkaServers:
             await self._groups.stop()
         if self._txns is not None:
             await self._txns.stop()
-        if self._verifier is not None:
-            await self._verifier.close()
         for server in self._servers.values():
             await server.wait_closed()

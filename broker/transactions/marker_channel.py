@@ -14,11 +14,11 @@ import grpc
 
 from broker.replica_manager import ReplicaManager
 from broker.transactions.markers import PendingMarkers
+from broker.transactions.peer_channels import PeerChannels
 from minibroker.core.control_records import Marker
 from minibroker.core.errors import ErrorCode
 from minibroker.core.types import TopicPartition
 from minibroker.rpc import txn_pb2, txn_pb2_grpc
-from minibroker.runtime import grpc_security
 from minibroker.runtime import logging as slog
 from minibroker.runtime.wire import error_from_wire
 
@@ -31,7 +31,7 @@ class MarkerChannel:
     def __init__(self, rm: ReplicaManager) -> None:
         self.rm = rm
         self.backoff_s = rm.settings.get_int("minibroker.txn.marker.retry.backoff.ms") / 1000
-        self._channels: dict[str, grpc.aio.Channel] = {}
+        self.peers = PeerChannels()
 
     async def send(self, pending: PendingMarkers, still_coordinator: Callable[[], bool]) -> bool:
         """Rounds until every partition has its marker (True), or the transaction's producer
@@ -88,7 +88,7 @@ class MarkerChannel:
             by_topic.setdefault(topic, []).append(partition)
         for topic, partitions in sorted(by_topic.items()):
             entry.topics.add(name=topic, partition_indexes=partitions)
-        stub = txn_pb2_grpc.TxnMarkersStub(self._channel(f"{broker.host}:{broker.port}"))
+        stub = txn_pb2_grpc.TxnMarkersStub(self.peers.get(f"{broker.host}:{broker.port}"))
         try:
             response = await stub.WriteTxnMarkers(request, timeout=MARKER_TIMEOUT_MS / 1000 + 5)
         except grpc.aio.AioRpcError as exc:
@@ -104,12 +104,4 @@ class MarkerChannel:
         return out
 
     async def close(self) -> None:
-        for channel in self._channels.values():
-            await channel.close()
-        self._channels.clear()
-
-    def _channel(self, address: str) -> grpc.aio.Channel:
-        channel = self._channels.get(address)
-        if channel is None:
-            channel = self._channels[address] = grpc_security.aio_channel(address)
-        return channel
+        await self.peers.close()

@@ -30,7 +30,6 @@ from minibroker.core.errors import ErrorCode
 from minibroker.core.security.acl import AclOperation
 from minibroker.core.types import TRANSACTION_STATE_TOPIC, TopicPartition
 from minibroker.rpc import txn_pb2, txn_pb2_grpc
-from minibroker.runtime import grpc_security
 from minibroker.runtime import logging as slog
 from minibroker.runtime.wire import error_from_wire, error_to_wire
 
@@ -61,7 +60,6 @@ class TxnVerifier:
     def __init__(self, rm: ReplicaManager, coordinator: TransactionCoordinator) -> None:
         self.rm = rm
         self.coordinator = coordinator
-        self._channels: dict[str, grpc.aio.Channel] = {}
 
     async def verify(
         self, tid: str, producer_id: int, epoch: int, tps: list[TopicPartition]
@@ -99,7 +97,9 @@ class TxnVerifier:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         for topic, partitions in sorted(by_topic.items()):
             request.topics.add(name=topic, partition_indexes=partitions)
-        stub = txn_pb2_grpc.TxnVerificationStub(self._channel(f"{broker.host}:{broker.port}"))
+        stub = txn_pb2_grpc.TxnVerificationStub(
+            self.coordinator.channel.peers.get(f"{broker.host}:{broker.port}")
+        )
         try:
             response = await stub.VerifyPartitionsInTxn(request, timeout=VERIFY_TIMEOUT_S)
         except grpc.aio.AioRpcError:
@@ -112,17 +112,6 @@ class TxnVerifier:
             for p in t.partitions:
                 out[TopicPartition(t.name, p.partition_index)] = error_from_wire(p.error_code)
         return out
-
-    def _channel(self, address: str) -> grpc.aio.Channel:
-        channel = self._channels.get(address)
-        if channel is None:
-            channel = self._channels[address] = grpc_security.aio_channel(address)
-        return channel
-
-    async def close(self) -> None:
-        for channel in self._channels.values():
-            await channel.close()
-        self._channels.clear()
 
 
 class TxnVerificationServicer(txn_pb2_grpc.TxnVerificationServicer):  # type: ignore[misc]

@@ -128,6 +128,8 @@ class Brokers:
         request = FindCoordinatorRequest(key=transactional_id, key_type=TRANSACTION_KEY)
         answer = self.ask_any(request, 1)
         check(answer.error_code, f"FindCoordinator({transactional_id})")
+        # A broker just started may coordinate before the answering broker's metadata lists it.
+        self.addresses.setdefault(int(answer.node_id), f"{answer.host}:{answer.port}")
         return int(answer.node_id)
 
     def close(self) -> None:
