@@ -220,6 +220,7 @@ async def run_broker(settings: Settings) -> int:
     try:
         await dynamic.start()  # dynamic configs in force before the first LeaderAndIsr
         await registrar.start()
+        await kafka.serve()  # Kafka clients once registered (KafkaServer.startup's order)
     except ZkError as exc:
         slog.event("broker_failed", logging.ERROR, error=str(exc))
         await dynamic.stop()

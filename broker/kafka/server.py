@@ -101,6 +101,8 @@ class KafkaServers:
         )  # fmt: skip
 
     async def start(self, rm: ReplicaManager, cluster_id: str) -> None:
+        """The coordinators and each listener's context, before the broker registers (a
+        LeaderAndIsr for their topics may follow at once); `serve` then accepts clients."""
         settings = rm.settings
         self._max_request_bytes = settings.get_int("socket.request.max.bytes")
         self._idle_s = settings.get_int("connections.max.idle.ms") / 1000
@@ -112,11 +114,20 @@ class KafkaServers:
         if settings.get_bool("transaction.partition.verification.enable"):
             # KIP-890 part 1; its channels are the coordinator's, closed with it.
             rm.appends.verify = TxnVerifier(rm, self._txns).verify
-        for listener, server in self._servers.items():
+        for listener in self._servers:
             self._contexts[listener] = KafkaContext(
                 rm, listener, cluster_id, producer_ids, self._groups, self._txns,
                 self.security.authorizer,
             )  # fmt: skip
+
+    async def serve(self) -> None:
+        """Accept Kafka clients: once the broker is registered, as Kafka 2.6's KafkaServer
+        starts processing requests only after registerBroker (its socket server started with
+        startProcessingRequests = false until the end of startup). Before that its metadata
+        cache is empty: a client asking it would hear its topics do not exist (a restarted
+        broker waits up to a session timeout for its previous registration to expire, and a
+        consumer told UNKNOWN_TOPIC_OR_PARTITION then stopped fetching for longer)."""
+        for server in self._servers.values():
             await server.start_serving()
 
     async def stop(self) -> None:

@@ -57,12 +57,12 @@ def _end(stage: Stage, own: OwnTransactionalProducer, name: str, commit: bool) -
         stage.step(f"random: {name} did not end: {exc}")
 
 
-def randomised(stage: Stage, seed: int, transactions: int, failover: bool = True) -> None:
+def randomised(stage: Stage, seed: int, transactions: int) -> None:
     rng = random.Random(seed)
     own = stage.own_producer("random")
     pending: list[_Pending] = []
     for n in range(transactions):
-        if failover and n == transactions // 2:
+        if n == transactions // 2:
             action = stage.cluster.kill(coordinator_of(transactional_id=own.tid))
             stage.step(f"failover: killed {action.node}, the coordinator of {own.tid}")
             stage.cluster.start(action.node)
@@ -94,22 +94,15 @@ def randomised(stage: Stage, seed: int, transactions: int, failover: bool = True
 
 
 def run_randomised(
-    cluster: Cluster,
-    folder: Path,
-    defences: Defences,
-    seed: int = 0,
-    transactions: int = 40,
-    failover: bool = True,
+    cluster: Cluster, folder: Path, defences: Defences, seed: int = 0, transactions: int = 40
 ) -> DelayReport:
-    """The randomised run on `cluster` (whose brokers run with `defences.settings()`);
-    `failover`: the coordinator's broker killed and started halfway."""
-    killed = ", the coordinator killed halfway" if failover else ""
+    """The randomised run on `cluster` (whose brokers run with `defences.settings()`)."""
     scenario = DelayScenario(
         "randomised",
         f"{transactions} transactions, produces held (p={HOLD_PROBABILITY}) and delivered 1-3 "
-        f"transactions later{killed} (seed {seed})",
+        f"transactions later, the coordinator killed halfway (seed {seed})",
         (),
-        functools.partial(randomised, seed=seed, transactions=transactions, failover=failover),
+        functools.partial(randomised, seed=seed, transactions=transactions),
         watch_s=TIMEOUT_MS / 1000 + 3,
         verification_closes=False,
     )

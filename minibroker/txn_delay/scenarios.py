@@ -40,6 +40,7 @@ from minibroker.history.txn_workload import read_to_the_end
 from minibroker.runtime.clock import now_ms
 from minibroker.runtime.waiting import wait_until
 from minibroker.testing import Cluster
+from minibroker.txn_delay.leaders import LeaderView, leaders_now
 from minibroker.txn_delay.producer import Held, OwnTransactionalProducer
 
 TIMEOUT_MS = 5_000  # the producers' transaction.timeout.ms, and the checker's
@@ -237,6 +238,7 @@ class DelayReport:
     defences: Defences
     result: CheckResult
     steps: tuple[Step, ...]
+    leaders: tuple[LeaderView, ...] = ()  # each partition as its leader said at the end
 
     @property
     def found(self) -> list[str]:
@@ -283,6 +285,12 @@ class DelayReport:
             self.result.text(),
             "",
         ]
+        if self.leaders:
+            head += [
+                "at the end, as the leaders said:",
+                *(f"  {v.text()}" for v in self.leaders),
+                "",
+            ]
         head.append(self.verdict())
         return "\n".join(head)
 
@@ -344,6 +352,7 @@ def run(
         # Until the reader has read everything, or for at most watch_s: a reader stalled
         # behind a stuck LSO polls on for all of it, as a stall is a duration.
         reader.at_end.wait(scenario.watch_s)
+        leaders = leaders_now(cluster, topic, PARTITIONS)
     finally:
         reader.stop.set()
         thread.join(CALL_TIMEOUT_S)
@@ -354,4 +363,4 @@ def run(
     timeline: list[Any] = sorted([*cluster.events(since), *stage.steps], key=lambda e: e.ts_ms)
     result = check(history, delivery=EXACTLY_ONCE, timeline=timeline,
                    transaction_timeout_ms=TIMEOUT_MS)  # fmt: skip
-    return DelayReport(scenario, defences, result, tuple(stage.steps))
+    return DelayReport(scenario, defences, result, tuple(stage.steps), leaders)
