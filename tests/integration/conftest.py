@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from minibroker import localcluster
+from minibroker.runtime.waiting import wait_until
 from minibroker.runtime.zk_store import ZkStore
 
 SESSION_TIMEOUT_MS = 2000
@@ -140,6 +141,19 @@ def describe_partition(c: Cluster, topic: str = "t") -> dict[str, Any]:
     (p,) = json.loads(c.cli("topics", "describe", topic, "--json").stdout)
     assert isinstance(p, dict)
     return p
+
+
+def settled(c: Cluster, records: int, topic: str = "t", timeout_s: float = 20) -> dict[str, Any]:
+    """`describe_partition` once every replica holds `records` records and knows they are
+    committed (LEO = HW = `records`): a follower learns the HW on its fetch after the one that
+    moved it, so the leader's HW alone does not say the replicas stopped moving."""
+
+    def at_rest() -> dict[str, Any] | None:
+        p = describe_partition(c, topic)
+        marks = {(r["log_end_offset"], r["high_watermark"]) for r in p["replicas_state"]}
+        return p if marks == {(records, records)} else None
+
+    return wait_until(at_rest, timeout_s=timeout_s, what=f"LEO = HW = {records} on every replica")
 
 
 def segment_bytes(c: Cluster, topic: str = "t") -> dict[int, bytes]:

@@ -26,7 +26,7 @@ from minibroker.core.errors import ErrorCode
 from minibroker.core.types import TopicPartition
 from minibroker.core.zk_layout import BrokerIdZNode
 from tests.hostile import barrage
-from tests.integration.conftest import Cluster, describe_partition, segment_bytes
+from tests.integration.conftest import Cluster, describe_partition, segment_bytes, settled
 from tests.integration.rpc import batch, produce
 
 pytestmark = pytest.mark.integration
@@ -133,8 +133,7 @@ def test_a_barrage_of_hostile_requests_moves_nothing(topic_t: Cluster) -> None:
         r = produce(leader_address, TP, batch(b"acked-%d" % i))
         assert r.error is ErrorCode.NONE, r
         acked.append(b"acked-%d" % i)
-    c.cli("consume", "t", "--until-hw", "--timeout-ms", "20000")
-    before = describe_partition(c)
+    before = settled(c, len(acked))  # every replica caught up, and knows it
     logs_before = segment_bytes(c)
     active = str(c.status()["controller"]["name"])
     addresses = {
