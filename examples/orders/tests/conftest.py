@@ -12,14 +12,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from minibroker.history import CheckResult, HistoryRecorder, check, load
-from minibroker.history.rules import committed_progress
 from minibroker.testing import Cluster
 
 APP = Path(__file__).resolve().parents[1] / "orders_app.py"
 ORDERS = 300
+PARTITIONS = 3
+GROUP = "orders-app"  # orders_app.py's default --group
 
 
 class Shop:
@@ -30,8 +31,16 @@ class Shop:
         self.directory = directory
         self.apps: list[subprocess.Popen[bytes]] = []
         self.mode, self.work_ms, self.restarts = "", 0, 0
-        cluster.create_topic("orders", partitions=3, replication_factor=3, min_insync_replicas=2)
+        cluster.create_topic(
+            "orders", partitions=PARTITIONS, replication_factor=3, min_insync_replicas=2
+        )
         cluster.create_topic("invoices", partitions=3, replication_factor=3, min_insync_replicas=2)
+        # Asks the group's committed offsets (OffsetFetch); it never joins the group.
+        self._offsets_reader = Consumer(
+            cluster.confluent_config(
+                group_id=GROUP, enable_auto_commit=False, isolation_level="read_uncommitted"
+            )
+        )
 
     def place_orders(self, n: int = ORDERS) -> None:
         with HistoryRecorder(self.directory / "orders.jsonl") as recorder:
@@ -79,13 +88,36 @@ class Shop:
             self.supervise()
             time.sleep(0.05)
 
+    def wait_mid_batch(self, sent: int = 10, timeout_s: float = 60) -> None:
+        """Waits until the running service's last recorded commit is followed by `sent` invoices
+        it was asked to send (their invocations; acknowledgements come only at the batch's
+        flush): in commit-first mode it is then inside a batch it committed and has not
+        finished, and that commit's answer is in its history, for the checker."""
+        history = self.directory / f"app-{len(self.apps) - 1}.jsonl"
+        deadline = time.monotonic() + timeout_s
+        while True:
+            h = load([history]) if history.exists() else None
+            commits = [c.ts_ms for c in h.commits if c.outcome == "ok"] if h else []
+            if h and commits:
+                since = max(commits)
+                if sum(s.topic == "invoices" and s.invoke_ms >= since for s in h.sends) >= sent:
+                    return
+            assert time.monotonic() < deadline, f"no batch under way in {timeout_s} s"
+            self.supervise()
+            time.sleep(0.05)
+
     def committed(self) -> int:
-        """Orders the service's runs committed (their recorded histories)."""
-        next_offsets: dict[int, int] = {}
-        for _, _, topic, p, offset in committed_progress(load(self.histories("app-"))):
-            if topic == "orders":
-                next_offsets[p] = max(next_offsets.get(p, 0), offset)
-        return sum(next_offsets.values())
+        """Orders the service's group committed, as the cluster answers OffsetFetch (-1 while
+        it cannot answer, its coordinator being away). Not its runs' recorded histories: a run
+        killed while its commit (or its transaction's commit) was on the wire holds no answer
+        for it, though the commit may have taken effect."""
+        try:
+            partitions = self._offsets_reader.committed(
+                [TopicPartition("orders", p) for p in range(PARTITIONS)], timeout=5
+            )
+        except KafkaException:
+            return -1
+        return sum(max(tp.offset, 0) for tp in partitions)
 
     def finish(self, timeout_s: float = 120) -> None:
         """Waits until the service committed every order, then stops it (SIGTERM) as a
@@ -148,6 +180,7 @@ class Shop:
         return result
 
     def stop(self) -> None:
+        self._offsets_reader.close()
         for app in self.apps:
             if app.poll() is None:
                 app.kill()
