@@ -33,8 +33,9 @@ def _accepts(host: str, port: int) -> bool:
 
 
 def _who_accepted(c: Cluster, name: str) -> str:
-    """The failure's evidence (seen once in a CI rehearsal, unexplained): which process
-    listens on the port, and whether the restarted broker runs and what it last logged."""
+    """The failure's evidence: which process listens on the port, and whether the restarted
+    broker runs and what it last logged. (Seen once: the killed broker, not yet gone, still
+    accepted; `kill` now waits until every thread has exited: docs/notes.md, "Ports".)"""
     info = c.state.process(name)
     listeners = subprocess.run(
         ["ss", "-ltnpH", f"sport = :{info.kafka_port}"], capture_output=True, text=True
