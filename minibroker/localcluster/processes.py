@@ -13,6 +13,10 @@ from pathlib import Path
 
 from minibroker.localcluster.state import ProcessInfo
 
+# How long a SIGKILLed process may take to exit: a thread in an uninterruptible wait (an
+# fsync on a busy disk) finishes it first, and the files close only after every thread is out.
+EXIT_WAIT_S = 30.0
+
 
 def _proc_state(pid: int) -> str | None:
     """The kernel's one-letter state of a process, or None if there is none."""

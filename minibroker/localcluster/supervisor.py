@@ -19,6 +19,7 @@ from minibroker.localcluster.locate import _children_or_empty, zk_session
 from minibroker.localcluster.plan import plan
 from minibroker.localcluster.ports import port_free
 from minibroker.localcluster.processes import (
+    EXIT_WAIT_S,
     _launch,
     _signal,
     _wait_dead,
@@ -193,7 +194,7 @@ def down(state: ClusterState, timeout_s: float = 10.0) -> list[str]:
         for p in _wait_dead(group, timeout_s):
             _signal(p, signal.SIGKILL)
             killed.append(p.name)
-        _wait_dead(group, 5.0)
+        _wait_dead(group, EXIT_WAIT_S)
     return killed
 
 
@@ -213,7 +214,7 @@ def send(state: ClusterState, name: str, action: str) -> ProcessInfo:
         raise ClusterError(f"{name} is not running (pid {info.pid})")
     if action == "stop" and _wait_dead([info], STOP_GRACE_S):
         _signal(info, signal.SIGKILL)
-    if action in ("kill", "stop") and _wait_dead([info], 10.0):
+    if action in ("kill", "stop") and _wait_dead([info], EXIT_WAIT_S):
         raise ClusterError(f"{name} (pid {info.pid}) did not exit after {action}")
     if action in ("pause", "resume"):
         # Signals are delivered when the target is next scheduled: return once it took effect,
