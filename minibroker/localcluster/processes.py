@@ -1,5 +1,5 @@
 """Our processes by PID: launched detached (own session, one log file each), signalled only
-after checking the PID still runs the command we started, and reaped."""
+after checking the PID still names the process we started (its start time), and reaped."""
 
 from __future__ import annotations
 
@@ -18,13 +18,21 @@ from minibroker.localcluster.state import ProcessInfo
 EXIT_WAIT_S = 30.0
 
 
-def _proc_state(pid: int) -> str | None:
-    """The kernel's one-letter state of a process, or None if there is none."""
+def _stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command's name (state first, start time at 19), or
+    None if there is no such process."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return stat.rsplit(")", 1)[1].split()[0]
+    return stat.rsplit(")", 1)[1].split()
+
+
+def start_time(pid: int) -> str:
+    """When the process started (clock ticks since boot): with the PID, it names one process,
+    never a later one given the same PID. "" if there is none."""
+    fields = _stat(pid)
+    return fields[19] if fields else ""
 
 
 def _threads_left(pid: int) -> int:
@@ -68,16 +76,22 @@ def process_state(info: ProcessInfo) -> str:
     if info.pid <= 0:
         return "dead"
     _reap(info.pid)
-    state = _proc_state(info.pid)
-    if state in ("Z", "X") and _threads_left(info.pid) > 1:
-        # SIGKILLed and still exiting: the first thread out (often the leader, whose state
-        # this is) is a zombie while another tears down the address space and only then
-        # closes the files, so its listening sockets still accept connections and hold their
-        # ports (a restarted broker's port seemed to accept before it registered:
-        # docs/notes.md, "Ports"). Dead once every other thread is gone.
-        return "running"
-    if state is None or state in ("Z", "X") or not _runs_our_command(info):
+    fields = _stat(info.pid)
+    if fields is None:
         return "dead"
+    if info.start_time:
+        if fields[19] != info.start_time:
+            return "dead"  # the PID names a later process
+    elif not _runs_our_command(info):
+        return "dead"  # (a state file from before start times were kept)
+    state = fields[0]
+    if state in ("Z", "X"):
+        # Exiting: the first thread out (often the leader, whose state this is) is a zombie
+        # while another tears down the address space and only then closes the files, so its
+        # listening sockets still accept connections and hold their ports (a restarted
+        # broker's port seemed to accept before it registered: docs/notes.md, "Ports").
+        # Dead once every other thread is gone.
+        return "running" if _threads_left(info.pid) > 1 else "dead"
     return "paused" if state in ("T", "t") else "running"
 
 
@@ -123,6 +137,7 @@ def _launch(info: ProcessInfo) -> None:
             start_new_session=True,  # survives the CLI; never gets the terminal's Ctrl-C
         )
     info.pid = proc.pid
+    info.start_time = start_time(proc.pid)
 
 
 def log_tail(info: ProcessInfo, lines: int = 15) -> str:

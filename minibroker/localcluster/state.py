@@ -48,6 +48,7 @@ class ProcessInfo:
     log_file: str
     cmd: list[str]
     pid: int = -1
+    start_time: str = ""  # /proc/PID/stat's start time at launch: the PID is ours while it matches
     metrics_port: int = 0  # brokers' Prometheus endpoint on 127.0.0.1; 0 = none
     kafka_port: int = 0  # a broker's KAFKA listener (Kafka's wire protocol); 0 = none
     kafka_tls_port: int = 0  # `up --secure`: its KAFKA_SSL listener (client certificates)

@@ -109,8 +109,7 @@ def running_cluster(d: Path, *up_args: str) -> Iterator[localcluster.ClusterStat
 
 def _threads(p: localcluster.ProcessInfo) -> str:
     """A process still there after `down`, with each thread's state and kernel wait channel:
-    a SIGKILLed process is gone only once every thread is (seen once in CI: ZooKeeper's
-    threads still exiting 5 s after its SIGKILL, the machine busy building images)."""
+    a SIGKILLed process is gone only once every thread is (docs/notes.md, "Ports")."""
     out = []
     for task in sorted(Path(f"/proc/{p.pid}/task").glob("*")):
         try:
