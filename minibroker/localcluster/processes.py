@@ -18,7 +18,7 @@ from minibroker.localcluster.state import ProcessInfo
 EXIT_WAIT_S = 30.0
 
 
-def _stat(pid: int) -> list[str] | None:
+def proc_stat(pid: int) -> list[str] | None:
     """/proc/PID/stat's fields after the command's name (state first, start time at 19), or
     None if there is no such process."""
     try:
@@ -31,7 +31,7 @@ def _stat(pid: int) -> list[str] | None:
 def start_time(pid: int) -> str:
     """When the process started (clock ticks since boot): with the PID, it names one process,
     never a later one given the same PID. "" if there is none."""
-    fields = _stat(pid)
+    fields = proc_stat(pid)
     return fields[19] if fields else ""
 
 
@@ -76,7 +76,7 @@ def process_state(info: ProcessInfo) -> str:
     if info.pid <= 0:
         return "dead"
     _reap(info.pid)
-    fields = _stat(info.pid)
+    fields = proc_stat(info.pid)
     if fields is None:
         return "dead"
     if info.start_time:

@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from minibroker.localcluster.processes import proc_stat
+
 POLL_S = 0.5
 
 
@@ -25,12 +27,8 @@ def start_time(pid: int) -> str | None:
     """The process's start time (clock ticks since boot, /proc/PID/stat field 22), None for a
     process that is gone or a zombie: with the PID, it names one process, never a later one
     that reused the PID."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return None if fields[0] == "Z" else fields[19]
+    fields = proc_stat(pid)
+    return None if fields is None or fields[0] == "Z" else fields[19]
 
 
 def reap(directory: Path, remove: Path | None) -> None:
